@@ -1,0 +1,183 @@
+"""The storage interface: what the broker needs from an engine, and nothing more.
+
+A *partition log* keeps stamped Iggy batches (``headwater.codec.batch``) in
+offset order and hands them back byte-identical. A *metadata store* keeps the
+broker's small records (catalog, users, tokens, consumer offsets) durably as a
+key -> JSON value map. Engines are chosen by URL scheme in :func:`open_engine`;
+the local-disk engine (``file:``, the default) lives in ``storage.local``.
+
+Units: offsets are u64 message offsets; timestamps are microseconds since the
+Unix epoch (Iggy's unit); sizes are bytes.
+
+This module imports nothing above ``headwater.codec.batch``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol, Sequence
+
+
+class StorageError(Exception):
+    """Base of storage failures the broker reports to clients."""
+
+
+class CorruptSegment(StorageError):
+    """A segment failed verification: recovery or a read refused to serve it (fail closed)."""
+
+
+class OffsetMismatch(StorageError):
+    """An appended batch's base_offset is not the log's next offset."""
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentPolicy:
+    """The storage-relevant topic options, as the broker hands them to an engine.
+
+    ``segment_size``: soft rotation limit in bytes (rotation after the append that
+    crosses it). ``enforce_fsync``: fdatasync .log and .index before an append
+    returns. ``messages_required_to_save`` / ``size_of_messages_required_to_save``:
+    without enforce_fsync, fsync once this many messages / bytes were appended
+    since the last sync. ``message_expiry_us``: sealed segments whose newest
+    batch is older are deleted (0 = never). ``max_partition_bytes``: sealed
+    segments beyond this many bytes are deleted, oldest first (0 = unlimited).
+    ``preallocate_segments``: reserve ``segment_size`` on segment creation.
+    ``validate_checksum``: re-verify batches read from disk.
+    ``index_interval_bytes``: write a sparse index entry at least every this many bytes.
+    """
+
+    segment_size: int = 1 << 30
+    enforce_fsync: bool = False
+    messages_required_to_save: int = 1024
+    size_of_messages_required_to_save: int = 1 << 20
+    message_expiry_us: int = 0
+    max_partition_bytes: int = 0
+    preallocate_segments: bool = False
+    validate_checksum: bool = True
+    index_interval_bytes: int = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentInfo:
+    """One segment as an engine reports it."""
+
+    start_offset: int
+    end_offset: int  # one past the last offset stored in it (== start_offset when empty)
+    size_bytes: int
+    max_timestamp_us: int  # newest base_timestamp in it (0 when empty)
+    sealed: bool
+
+
+class PartitionLog(Protocol):
+    """One partition's segmented log of stamped batches."""
+
+    @property
+    def log_start_offset(self) -> int:
+        """The first offset still stored (moves with retention and segment deletion)."""
+
+    @property
+    def next_offset(self) -> int:
+        """The offset the next appended message gets (Kafka's high watermark / log end offset)."""
+
+    @property
+    def size_bytes(self) -> int:
+        """Bytes of batches stored in all segments."""
+
+    def append(self, batch: bytes | bytearray | memoryview) -> None:
+        """Append one stamped batch; its base_offset must equal ``next_offset``.
+
+        On return the bytes are in the OS (a process kill loses nothing); they
+        are on stable storage too when the policy says ``enforce_fsync``.
+        Raises OffsetMismatch, StorageError.
+        """
+
+    def read(self, start_offset: int, max_messages: int, max_bytes: int) -> list[memoryview]:
+        """Whole stored batches holding offsets >= start_offset, oldest first.
+
+        The first batch may begin before ``start_offset`` (callers slice).
+        Stops once ``max_messages`` offsets from start_offset on are covered or
+        ``max_bytes`` would be passed, but always returns at least one batch
+        when one exists. Batches are re-verified when the policy says
+        ``validate_checksum``; a mismatch raises CorruptSegment.
+        """
+
+    def offset_for_timestamp(self, timestamp_us: int) -> int | None:
+        """First offset of the first batch whose base_timestamp >= timestamp_us, or None."""
+
+    def segments(self) -> Sequence[SegmentInfo]:
+        """The segments, oldest first; the last is the active one."""
+
+    def delete_oldest_segments(self, count: int) -> int:
+        """Delete up to ``count`` oldest *sealed* segments; returns how many were deleted."""
+
+    def apply_retention(self, now_us: int) -> int:
+        """Delete sealed segments past the policy's expiry or size budget; returns the count."""
+
+    def purge(self) -> None:
+        """Delete every segment and start again empty at offset 0."""
+
+    def truncate(self, offset: int) -> None:
+        """Drop every message at or after ``offset`` (batches are cut whole)."""
+
+    def sync(self) -> None:
+        """fdatasync whatever is not yet on stable storage."""
+
+    def close(self) -> None:
+        """Sync and close files. The object is unusable afterwards."""
+
+
+class MetadataStore(Protocol):
+    """Durable key -> JSON value map for the broker's small records.
+
+    Keys are strings (the broker namespaces them, e.g. ``"stream/0"``); values
+    are JSON-serialisable. A put is durable (fsynced) when it returns; a crash
+    leaves either the old or the new value, never a mix.
+    """
+
+    def load(self) -> dict[str, Any]:
+        """Every key and value, as last stored."""
+
+    def put(self, key: str, value: Any | None) -> None:
+        """Store ``value`` under ``key``; ``None`` deletes the key."""
+
+    def put_many(self, items: dict[str, Any | None]) -> None:
+        """Several puts applied atomically (all or none survive a crash)."""
+
+    def close(self) -> None: ...
+
+
+class StorageEngine(Protocol):
+    """An engine: partition logs addressed by 0-based (stream, topic, partition) ids,
+    plus named metadata stores."""
+
+    def open_partition(
+        self, stream_id: int, topic_id: int, partition_id: int, policy: SegmentPolicy
+    ) -> PartitionLog:
+        """Open (creating if absent) a partition log. Runs recovery on existing files."""
+
+    def delete_partition(self, stream_id: int, topic_id: int, partition_id: int) -> None: ...
+
+    def delete_topic(self, stream_id: int, topic_id: int) -> None: ...
+
+    def delete_stream(self, stream_id: int) -> None: ...
+
+    def metadata(self, name: str) -> MetadataStore:
+        """A named metadata store (e.g. ``"catalog"``, ``"offsets"``)."""
+
+    def close(self) -> None: ...
+
+
+def open_engine(url: str) -> StorageEngine:
+    """Pick an engine by URL scheme: ``file:///path`` or a bare path -> local disk.
+
+    Raises ValueError for an unknown scheme.
+    """
+    if "://" in url:
+        scheme, _, rest = url.partition("://")
+    else:
+        scheme, rest = "file", url
+    if scheme == "file":
+        from .local.engine import LocalEngine
+
+        return LocalEngine(rest)
+    raise ValueError(f"unknown storage engine scheme {scheme!r} in {url!r}")
