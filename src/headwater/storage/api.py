@@ -122,6 +122,9 @@ class PartitionLog(Protocol):
     def sync(self) -> None:
         """fdatasync whatever is not yet on stable storage."""
 
+    def set_policy(self, policy: SegmentPolicy) -> None:
+        """Replace the policy (the broker calls this when updatable topic options change)."""
+
     def close(self) -> None:
         """Sync and close files. The object is unusable afterwards."""
 

@@ -1,0 +1,53 @@
+"""``headwater`` command line: ``headwater serve`` starts the server."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from .. import __version__, app, logs
+from ..config import ConfigError, load
+
+
+@click.group()
+@click.version_option(__version__, prog_name="headwater")
+def main() -> None:
+    """Headwater: a message-streaming server speaking Iggy's binary protocol and Kafka's."""
+
+
+@main.command()
+@click.option("--config", "config_path", type=click.Path(dir_okay=False), help="TOML config file.")
+@click.option("--data-dir", help="Data directory (default: ./local_data).")
+@click.option("--tcp-address", help="Iggy TCP listener HOST:PORT (default 127.0.0.1:8090).")
+@click.option("--kafka-address", help="Kafka listener HOST:PORT (default 127.0.0.1:9092).")
+@click.option("--with-default-root-credentials", is_flag=True, help="On first start, create root as iggy/iggy (development).")
+@click.option("--fresh", is_flag=True, help="Delete the data directory before starting.")
+@click.option("--log-level", help="debug, info, warning, error.")
+def serve(config_path, data_dir, tcp_address, kafka_address, with_default_root_credentials, fresh, log_level) -> None:
+    """Start the server (defaults: data in ./local_data, Iggy TCP on 127.0.0.1:8090, Kafka on 127.0.0.1:9092).
+
+    Configuration precedence: defaults < --config file < HEADWATER_* environment < flags.
+    """
+    try:
+        cfg = load(
+            config_path,
+            overrides={
+                "system.data_dir": data_dir,
+                "tcp.address": tcp_address,
+                "kafka.address": kafka_address,
+                "logging.level": log_level,
+            },
+        )
+    except ConfigError as e:
+        raise click.UsageError(str(e)) from e
+    logs.setup(cfg.logging.level, cfg.logging.format)
+    try:
+        app.run(cfg, fresh=fresh, default_root=with_default_root_credentials)
+    except OSError as e:
+        click.echo(f"headwater: cannot start: {e}", err=True)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,580 @@
+"""Numbers of the Iggy binary protocol 0.11.0: command codes, operations, errors.
+
+Sources: ``commands.mdx`` ("Catalog") and ``framing.mdx`` ("Operation
+discriminants", "EvictionHeader") in apache/iggy-website; the crate
+``core/binary_protocol/src/codes.rs``, ``consensus/operation.rs``,
+``consensus/command.rs``, ``consensus/header.rs`` (``EvictionReason``) and
+``core/common/src/error/iggy_error.rs`` in apache/iggy (0.11.0-edge.4).
+
+Tables, both ways, between a client :class:`Operation` and the u32
+:class:`Command` code it implies::
+
+    operation                 code       plane
+      1 REGISTER              40 or 45   session (the header cannot tell them apart)
+      2 NON_REPLICATED        bytes 196..200 of the request header
+      3 LOGOUT                39         session
+    128..149                  metadata   (one code each, see OPERATION_TO_COMMAND)
+    160..162                  partition  (SEND_MESSAGES, STORE/DELETE_CONSUMER_OFFSET)
+
+Values 64..127 are server-internal operations; clients may not send them.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+__all__ = [
+    "HeaderCommand",
+    "Command",
+    "Operation",
+    "EvictionReason",
+    "AckLevel",
+    "ConsumerKind",
+    "PartitioningKind",
+    "PollingKind",
+    "OptionsScope",
+    "UserStatus",
+    "Transport",
+    "ClusterNodeRole",
+    "ClusterNodeStatus",
+    "IggyErrorCode",
+    "OPERATION_TO_COMMAND",
+    "COMMAND_TO_OPERATION",
+    "NON_REPLICATED_COMMANDS",
+    "LEGACY_LOGIN_COMMANDS",
+    "CLIENT_OPERATIONS",
+    "operation_for_command",
+    "is_client_operation",
+]
+
+
+class HeaderCommand(IntEnum):
+    """The ``command`` byte at offset 60 of every 256-byte header (``framing.mdx``)."""
+
+    REQUEST = 5
+    REPLY = 8
+    EVICTION = 13
+
+
+class Command(IntEnum):
+    """u32 command codes (``commands.mdx`` Catalog; crate ``codes.rs``)."""
+
+    # System
+    PING = 1
+    GET_STATS = 10
+    GET_SNAPSHOT = 11
+    GET_CLUSTER_METADATA = 12
+    DESCRIBE_OPTIONS = 13
+    GET_ME = 20
+    GET_CLIENT = 21
+    GET_CLIENTS = 22
+    # Users
+    GET_USER = 31
+    GET_USERS = 32
+    CREATE_USER = 33
+    DELETE_USER = 34
+    UPDATE_USER = 35
+    UPDATE_PERMISSIONS = 36
+    CHANGE_PASSWORD = 37
+    LOGIN_USER = 38  # legacy: refused with Eviction(MalformedLogin)
+    LOGOUT_USER = 39
+    LOGIN_REGISTER = 40
+    # Personal access tokens
+    GET_PERSONAL_ACCESS_TOKENS = 41
+    CREATE_PERSONAL_ACCESS_TOKEN = 42
+    DELETE_PERSONAL_ACCESS_TOKEN = 43
+    LOGIN_WITH_PERSONAL_ACCESS_TOKEN = 44  # legacy: refused with Eviction(MalformedLogin)
+    LOGIN_REGISTER_WITH_PAT = 45
+    # Messages
+    POLL_MESSAGES = 100
+    SEND_MESSAGES = 101
+    FLUSH_UNSAVED_BUFFER = 102
+    # Consumer offsets
+    GET_CONSUMER_OFFSET = 120
+    STORE_CONSUMER_OFFSET = 121
+    DELETE_CONSUMER_OFFSET = 122
+    # Streams
+    GET_STREAM = 200
+    GET_STREAMS = 201
+    CREATE_STREAM = 202
+    DELETE_STREAM = 203
+    UPDATE_STREAM = 204
+    PURGE_STREAM = 205
+    # Topics
+    GET_TOPIC = 300
+    GET_TOPICS = 301
+    CREATE_TOPIC = 302
+    DELETE_TOPIC = 303
+    UPDATE_TOPIC = 304
+    PURGE_TOPIC = 305
+    # Partitions
+    CREATE_PARTITIONS = 402
+    DELETE_PARTITIONS = 403
+    # Segments
+    DELETE_SEGMENTS = 503
+    # Consumer groups
+    GET_CONSUMER_GROUP = 600
+    GET_CONSUMER_GROUPS = 601
+    CREATE_CONSUMER_GROUP = 602
+    DELETE_CONSUMER_GROUP = 603
+    JOIN_CONSUMER_GROUP = 604
+    LEAVE_CONSUMER_GROUP = 605
+    SYNC_CONSUMER_GROUP = 606
+
+
+class Operation(IntEnum):
+    """The ``operation`` byte at offset 176 of a request header (``framing.mdx``)."""
+
+    RESERVED = 0
+    REGISTER = 1
+    NON_REPLICATED = 2
+    LOGOUT = 3
+    # 64..127: server-internal, refused from clients (64..68 assigned).
+    CREATE_TOPIC_WITH_ASSIGNMENTS = 64
+    CREATE_PARTITIONS_WITH_ASSIGNMENTS = 65
+    REMOVE_CONSUMER_GROUP_MEMBER = 66
+    COMPLETE_CONSUMER_GROUP_REVOCATION = 67
+    TRUNCATE_PARTITION = 68
+    # Metadata plane
+    CREATE_STREAM = 128
+    UPDATE_STREAM = 129
+    DELETE_STREAM = 130
+    PURGE_STREAM = 131
+    CREATE_TOPIC = 132
+    UPDATE_TOPIC = 133
+    DELETE_TOPIC = 134
+    PURGE_TOPIC = 135
+    CREATE_PARTITIONS = 136
+    DELETE_PARTITIONS = 137
+    DELETE_SEGMENTS = 138
+    CREATE_CONSUMER_GROUP = 139
+    DELETE_CONSUMER_GROUP = 140
+    CREATE_USER = 141
+    UPDATE_USER = 142
+    DELETE_USER = 143
+    CHANGE_PASSWORD = 144
+    UPDATE_PERMISSIONS = 145
+    CREATE_PERSONAL_ACCESS_TOKEN = 146
+    DELETE_PERSONAL_ACCESS_TOKEN = 147
+    JOIN_CONSUMER_GROUP = 148
+    LEAVE_CONSUMER_GROUP = 149
+    # Partition plane
+    SEND_MESSAGES = 160
+    STORE_CONSUMER_OFFSET = 161
+    DELETE_CONSUMER_OFFSET = 162
+
+
+class EvictionReason(IntEnum):
+    """Byte 255 of an Eviction header (``framing.mdx`` "EvictionHeader"; crate ``EvictionReason``)."""
+
+    NO_SESSION = 1
+    CLIENT_RELEASE_TOO_LOW = 2
+    CLIENT_RELEASE_TOO_HIGH = 3
+    INVALID_REQUEST_OPERATION = 4
+    INVALID_REQUEST_BODY = 5
+    INVALID_REQUEST_BODY_SIZE = 6
+    SESSION_TOO_LOW = 7
+    SESSION_RELEASE_MISMATCH = 8
+    INVALID_CREDENTIALS = 9
+    INVALID_TOKEN = 10
+    USER_INACTIVE = 11
+    SESSION_ERROR = 12
+    STALE_CLIENT = 13
+    INCOMPATIBLE_PROTOCOL = 14
+    MALFORMED_LOGIN = 15
+
+
+class AckLevel(IntEnum):
+    """Trailing ``ack`` byte of StoreConsumerOffset / DeleteConsumerOffset (``commands.mdx``)."""
+
+    NO_ACK = 0
+    QUORUM = 1
+
+
+class ConsumerKind(IntEnum):
+    """Consumer kind byte (``encodings.mdx`` "Consumer")."""
+
+    CONSUMER = 1
+    CONSUMER_GROUP = 2
+
+
+class PartitioningKind(IntEnum):
+    """Partitioning kind byte (``encodings.mdx`` "Partitioning")."""
+
+    BALANCED = 1
+    PARTITION_ID = 2
+    MESSAGES_KEY = 3
+
+
+class PollingKind(IntEnum):
+    """Polling strategy kind byte (``encodings.mdx`` "Polling strategy")."""
+
+    OFFSET = 1
+    TIMESTAMP = 2
+    FIRST = 3
+    LAST = 4
+    NEXT = 5
+
+
+class OptionsScope(IntEnum):
+    """DescribeOptions scope byte (``commands.mdx`` "Describe options")."""
+
+    TOPIC = 1
+    STREAM = 2
+    USER = 3
+
+
+class UserStatus(IntEnum):
+    """User status byte (``commands.mdx`` "Create user"; crate ``UserStatus::as_code``)."""
+
+    ACTIVE = 1
+    INACTIVE = 2
+
+
+class Transport(IntEnum):
+    """Transport byte of a client record (crate ``common/.../configuration/transport.rs``)."""
+
+    TCP = 1
+    QUIC = 2
+    HTTP = 3
+    WEBSOCKET = 4
+
+
+class ClusterNodeRole(IntEnum):
+    """Node role byte in cluster metadata (crate ``common/.../cluster/role.rs``)."""
+
+    LEADER = 0
+    FOLLOWER = 1
+
+
+class ClusterNodeStatus(IntEnum):
+    """Node status byte in cluster metadata (crate ``common/.../cluster/status.rs``)."""
+
+    HEALTHY = 0
+    STARTING = 1
+    STOPPING = 2
+    UNREACHABLE = 3
+    MAINTENANCE = 4
+    UNKNOWN = 5
+
+
+OPERATION_TO_COMMAND: dict[Operation, Command] = {
+    Operation.LOGOUT: Command.LOGOUT_USER,
+    Operation.CREATE_STREAM: Command.CREATE_STREAM,
+    Operation.UPDATE_STREAM: Command.UPDATE_STREAM,
+    Operation.DELETE_STREAM: Command.DELETE_STREAM,
+    Operation.PURGE_STREAM: Command.PURGE_STREAM,
+    Operation.CREATE_TOPIC: Command.CREATE_TOPIC,
+    Operation.UPDATE_TOPIC: Command.UPDATE_TOPIC,
+    Operation.DELETE_TOPIC: Command.DELETE_TOPIC,
+    Operation.PURGE_TOPIC: Command.PURGE_TOPIC,
+    Operation.CREATE_PARTITIONS: Command.CREATE_PARTITIONS,
+    Operation.DELETE_PARTITIONS: Command.DELETE_PARTITIONS,
+    Operation.DELETE_SEGMENTS: Command.DELETE_SEGMENTS,
+    Operation.CREATE_CONSUMER_GROUP: Command.CREATE_CONSUMER_GROUP,
+    Operation.DELETE_CONSUMER_GROUP: Command.DELETE_CONSUMER_GROUP,
+    Operation.CREATE_USER: Command.CREATE_USER,
+    Operation.UPDATE_USER: Command.UPDATE_USER,
+    Operation.DELETE_USER: Command.DELETE_USER,
+    Operation.CHANGE_PASSWORD: Command.CHANGE_PASSWORD,
+    Operation.UPDATE_PERMISSIONS: Command.UPDATE_PERMISSIONS,
+    Operation.CREATE_PERSONAL_ACCESS_TOKEN: Command.CREATE_PERSONAL_ACCESS_TOKEN,
+    Operation.DELETE_PERSONAL_ACCESS_TOKEN: Command.DELETE_PERSONAL_ACCESS_TOKEN,
+    Operation.JOIN_CONSUMER_GROUP: Command.JOIN_CONSUMER_GROUP,
+    Operation.LEAVE_CONSUMER_GROUP: Command.LEAVE_CONSUMER_GROUP,
+    Operation.SEND_MESSAGES: Command.SEND_MESSAGES,
+    Operation.STORE_CONSUMER_OFFSET: Command.STORE_CONSUMER_OFFSET,
+    Operation.DELETE_CONSUMER_OFFSET: Command.DELETE_CONSUMER_OFFSET,
+}
+"""Replicated (and logout) operations -> the one command code each implies.
+
+``REGISTER`` is absent: it carries code 40 or 45 and only the body tells them
+apart (see :func:`headwater.codec.iggy.version.decode_login_register_any`).
+"""
+
+COMMAND_TO_OPERATION: dict[Command, Operation] = {c: o for o, c in OPERATION_TO_COMMAND.items()}
+COMMAND_TO_OPERATION[Command.LOGIN_REGISTER] = Operation.REGISTER
+COMMAND_TO_OPERATION[Command.LOGIN_REGISTER_WITH_PAT] = Operation.REGISTER
+
+NON_REPLICATED_COMMANDS: frozenset[Command] = frozenset(
+    c for c in Command if c not in COMMAND_TO_OPERATION
+)
+"""Codes sent with ``operation = 2`` and the code in header bytes 196..200 (reads, ping, sync...).
+
+Includes the legacy logins 38 and 44, which a server refuses with an
+Eviction (reason 15, MalformedLogin).
+"""
+
+LEGACY_LOGIN_COMMANDS: frozenset[Command] = frozenset(
+    {Command.LOGIN_USER, Command.LOGIN_WITH_PERSONAL_ACCESS_TOKEN}
+)
+
+CLIENT_OPERATIONS: frozenset[int] = frozenset(
+    int(o) for o in Operation if o is not Operation.RESERVED and not 64 <= o < 128
+)
+"""Operation values a client may send (0 and 64..127 are refused)."""
+
+
+def operation_for_command(code: int) -> Operation:
+    """The operation a client sends ``code`` with: its replicated op, or ``NON_REPLICATED``.
+
+    Unknown codes ride ``NON_REPLICATED`` too (that is what the SDK does, the
+    server then answers InvalidCommand). Source: SDK ``core/sdk/src/vsr.rs``
+    ``operation_for_code``.
+    """
+    try:
+        return COMMAND_TO_OPERATION[Command(code)]
+    except (ValueError, KeyError):
+        return Operation.NON_REPLICATED
+
+
+def is_client_operation(value: int) -> bool:
+    """True when a client may send ``operation = value`` (1..3, 128..149, 160..162)."""
+    return value in CLIENT_OPERATIONS
+
+
+class IggyErrorCode(IntEnum):
+    """Every ``IggyError`` discriminant, by wire value (``core/common/src/error/iggy_error.rs``).
+
+    Gaps are retired codes, never reused. Names are the Rust variant names in
+    UPPER_SNAKE case.
+    """
+
+    ERROR = 1
+    INVALID_CONFIGURATION = 2
+    INVALID_COMMAND = 3
+    INVALID_FORMAT = 4
+    FEATURE_UNAVAILABLE = 5
+    INVALID_IDENTIFIER = 6
+    INVALID_VERSION = 7
+    DISCONNECTED = 8
+    CANNOT_ESTABLISH_CONNECTION = 9
+    CANNOT_CREATE_BASE_DIRECTORY = 10
+    CANNOT_CREATE_RUNTIME_DIRECTORY = 11
+    CANNOT_REMOVE_RUNTIME_DIRECTORY = 12
+    CANNOT_CREATE_STATE_DIRECTORY = 13
+    STATE_FILE_NOT_FOUND = 14
+    STATE_FILE_CORRUPTED = 15
+    INVALID_STATE_ENTRY_CHECKSUM = 16
+    CANNOT_OPEN_DATABASE = 19
+    RESOURCE_NOT_FOUND = 20
+    CANNOT_CLOSE_WEB_SOCKET_CONNECTION = 21
+    STALE_CLIENT = 30
+    TCP_ERROR = 31
+    QUIC_ERROR = 32
+    INVALID_SERVER_ADDRESS = 33
+    INVALID_CLIENT_ADDRESS = 34
+    INVALID_IP_ADDRESS = 35
+    HTTP_ERROR = 36
+    INVALID_API_URL = 37
+    UNAUTHENTICATED = 40
+    UNAUTHORIZED = 41
+    INVALID_CREDENTIALS = 42
+    INVALID_USERNAME = 43
+    INVALID_PASSWORD = 44
+    INVALID_USER_STATUS = 45
+    USER_ALREADY_EXISTS = 46
+    USER_INACTIVE = 47
+    CANNOT_DELETE_USER = 48
+    CANNOT_CHANGE_PERMISSIONS = 49
+    INVALID_PERSONAL_ACCESS_TOKEN_NAME = 50
+    PERSONAL_ACCESS_TOKEN_ALREADY_EXISTS = 51
+    PERSONAL_ACCESS_TOKENS_LIMIT_REACHED = 52
+    INVALID_PERSONAL_ACCESS_TOKEN = 53
+    PERSONAL_ACCESS_TOKEN_EXPIRED = 54
+    USERS_LIMIT_REACHED = 55
+    INVALID_PERSONAL_ACCESS_TOKEN_EXPIRY = 56
+    TRANSIENT_NOT_COMMITTED = 57
+    TRANSIENT_NOT_ACCEPTED = 58
+    REQUEST_ALREADY_APPLIED = 59
+    NOT_CONNECTED = 61
+    CLIENT_SHUTDOWN = 63
+    INVALID_TLS_DOMAIN = 64
+    INVALID_TLS_CERTIFICATE_PATH = 65
+    INVALID_TLS_CERTIFICATE = 66
+    FAILED_TO_ADD_CERTIFICATE = 67
+    INVALID_ENCRYPTION_KEY = 70
+    CANNOT_ENCRYPT_DATA = 71
+    CANNOT_DECRYPT_DATA = 72
+    INVALID_JWT_ALGORITHM = 73
+    INVALID_JWT_SECRET = 74
+    JWT_MISSING = 75
+    CANNOT_GENERATE_JWT = 76
+    ACCESS_TOKEN_MISSING = 77
+    INVALID_ACCESS_TOKEN = 78
+    CANNOT_FETCH_JWKS = 79
+    INVALID_SIZE_BYTES = 80
+    INVALID_UTF8 = 81
+    INVALID_NUMBER_ENCODING = 82
+    INVALID_BOOLEAN_VALUE = 83
+    INVALID_NUMBER_VALUE = 84
+    CLIENT_NOT_FOUND = 100
+    INVALID_CLIENT_ID = 101
+    CONNECTION_CLOSED = 206
+    CANNOT_PARSE_HEADER_KIND = 209
+    HTTP_RESPONSE_ERROR = 300
+    INVALID_HTTP_REQUEST = 301
+    INVALID_JSON_RESPONSE = 302
+    INVALID_BYTES_RESPONSE = 303
+    EMPTY_RESPONSE = 304
+    CANNOT_CREATE_ENDPOINT = 305
+    CANNOT_PARSE_URL = 306
+    WEB_SOCKET_ERROR = 400
+    WEB_SOCKET_CONNECTION_ERROR = 401
+    WEB_SOCKET_CLOSE_ERROR = 402
+    WEB_SOCKET_RECEIVE_ERROR = 403
+    WEB_SOCKET_SEND_ERROR = 404
+    CANNOT_CREATE_STREAMS_DIRECTORY = 1000
+    CANNOT_CREATE_STREAM_DIRECTORY = 1001
+    CANNOT_CREATE_STREAM_INFO = 1002
+    CANNOT_UPDATE_STREAM_INFO = 1003
+    CANNOT_OPEN_STREAM_INFO = 1004
+    CANNOT_READ_STREAM_INFO = 1005
+    CANNOT_CREATE_STREAM = 1006
+    CANNOT_DELETE_STREAM = 1007
+    CANNOT_DELETE_STREAM_DIRECTORY = 1008
+    STREAM_ID_NOT_FOUND = 1009
+    STREAM_NAME_NOT_FOUND = 1010
+    STREAM_DIRECTORY_NOT_FOUND = 1011
+    STREAM_NAME_ALREADY_EXISTS = 1012
+    INVALID_STREAM_NAME = 1013
+    INVALID_STREAM_ID = 1014
+    CANNOT_READ_STREAMS = 1015
+    INVALID_TOPIC_SIZE = 1019
+    TOO_MANY_STREAMS = 1020
+    CANNOT_CREATE_TOPICS_DIRECTORY = 2000
+    CANNOT_CREATE_TOPIC_DIRECTORY = 2001
+    CANNOT_CREATE_TOPIC_INFO = 2002
+    CANNOT_UPDATE_TOPIC_INFO = 2003
+    CANNOT_OPEN_TOPIC_INFO = 2004
+    CANNOT_READ_TOPIC_INFO = 2005
+    CANNOT_CREATE_TOPIC = 2006
+    CANNOT_DELETE_TOPIC = 2007
+    CANNOT_DELETE_TOPIC_DIRECTORY = 2008
+    CANNOT_POLL_TOPIC = 2009
+    TOPIC_ID_NOT_FOUND = 2010
+    TOPIC_NAME_NOT_FOUND = 2011
+    TOPIC_NAME_ALREADY_EXISTS = 2013
+    INVALID_TOPIC_NAME = 2014
+    TOO_MANY_PARTITIONS = 2015
+    INVALID_TOPIC_ID = 2016
+    CANNOT_READ_TOPICS = 2017
+    INVALID_REPLICATION_FACTOR = 2018
+    INVALID_PARTITIONS_COUNT = 2019
+    TOPIC_DIRECTORY_NOT_FOUND = 2020
+    TOO_MANY_TOPICS = 2021
+    CANNOT_CREATE_PARTITION = 3000
+    CANNOT_CREATE_PARTITIONS_DIRECTORY = 3001
+    CANNOT_CREATE_PARTITION_DIRECTORY = 3002
+    CANNOT_OPEN_PARTITION_LOG_FILE = 3003
+    CANNOT_READ_PARTITIONS = 3004
+    CANNOT_DELETE_PARTITION = 3005
+    CANNOT_DELETE_PARTITION_DIRECTORY = 3006
+    PARTITION_NOT_FOUND = 3007
+    NO_PARTITIONS = 3008
+    TOPIC_FULL = 3009
+    CANNOT_DELETE_CONSUMER_OFFSETS_DIRECTORY = 3010
+    CANNOT_DELETE_CONSUMER_OFFSET_FILE = 3011
+    CANNOT_CREATE_CONSUMER_OFFSETS_DIRECTORY = 3012
+    PARTITION_ID_SPACE_EXHAUSTED = 3013
+    CANNOT_READ_CONSUMER_OFFSETS = 3020
+    CONSUMER_OFFSET_NOT_FOUND = 3021
+    NOT_RESOLVED_CONSUMER = 3022
+    CANNOT_OPEN_CONSUMER_OFFSETS_FILE = 3023
+    SEGMENT_NOT_FOUND = 4000
+    SEGMENT_CLOSED = 4001
+    INVALID_SEGMENT_SIZE = 4002
+    CANNOT_CREATE_SEGMENT_LOG_FILE = 4003
+    CANNOT_CREATE_SEGMENT_INDEX_FILE = 4004
+    CANNOT_CREATE_SEGMENT_TIME_INDEX_FILE = 4005
+    CANNOT_SAVE_MESSAGES_TO_SEGMENT = 4006
+    CANNOT_SAVE_INDEX_TO_SEGMENT = 4007
+    CANNOT_SAVE_TIME_INDEX_TO_SEGMENT = 4008
+    INVALID_MESSAGES_COUNT = 4009
+    CANNOT_APPEND_MESSAGE = 4010
+    CANNOT_READ_MESSAGE = 4011
+    CANNOT_READ_MESSAGE_ID = 4012
+    CANNOT_READ_MESSAGE_STATE = 4013
+    CANNOT_READ_MESSAGE_TIMESTAMP = 4014
+    CANNOT_READ_HEADERS_LENGTH = 4015
+    CANNOT_READ_HEADERS_PAYLOAD = 4016
+    TOO_BIG_USER_HEADERS = 4017
+    INVALID_HEADER_KEY = 4018
+    INVALID_HEADER_VALUE = 4019
+    CANNOT_READ_MESSAGE_LENGTH = 4020
+    CANNOT_READ_MESSAGE_PAYLOAD = 4021
+    TOO_BIG_MESSAGE_PAYLOAD = 4022
+    TOO_MANY_MESSAGES = 4023
+    EMPTY_MESSAGE_PAYLOAD = 4024
+    INVALID_MESSAGE_PAYLOAD_LENGTH = 4025
+    CANNOT_READ_MESSAGE_CHECKSUM = 4026
+    INVALID_MESSAGE_CHECKSUM = 4027
+    INVALID_KEY_VALUE_LENGTH = 4028
+    COMMAND_LENGTH_ERROR = 4029
+    INVALID_SEGMENTS_COUNT = 4030
+    NON_ZERO_OFFSET = 4031
+    NON_ZERO_TIMESTAMP = 4032
+    MISSING_INDEX = 4033
+    INVALID_INDEXES_BYTE_SIZE = 4034
+    INVALID_INDEXES_COUNT = 4035
+    INVALID_MESSAGES_SIZE = 4036
+    TOO_SMALL_MESSAGE = 4037
+    INVALID_MESSAGE_TIMESTAMP_DELTA = 4038
+    INVALID_BATCH_CHECKSUM = 4039
+    INVALID_HEADER_KIND = 4040
+    UNSUPPORTED_OPTION_KEY = 4041
+    INVALID_OPTION_VALUE = 4042
+    OPTIONS_BLOCK_TOO_LARGE = 4043
+    CANNOT_SEND_MESSAGES_DUE_TO_CLIENT_DISCONNECTION = 4050
+    BACKGROUND_SEND_ERROR = 4051
+    BACKGROUND_SEND_TIMEOUT = 4052
+    BACKGROUND_SEND_BUFFER_FULL = 4053
+    BACKGROUND_WORKER_DISCONNECTED = 4054
+    BACKGROUND_SEND_BUFFER_OVERFLOW = 4055
+    PRODUCER_SEND_FAILED = 4056
+    PRODUCER_CLOSED = 4057
+    INVALID_OFFSET = 4100
+    INVALID_RESERVED_FIELD = 4101
+    CONSUMER_GROUP_ID_NOT_FOUND = 5000
+    INVALID_CONSUMER_GROUP_ID = 5002
+    CONSUMER_GROUP_NAME_NOT_FOUND = 5003
+    CONSUMER_GROUP_NAME_ALREADY_EXISTS = 5004
+    INVALID_CONSUMER_GROUP_NAME = 5005
+    CONSUMER_GROUP_MEMBER_NOT_FOUND = 5006
+    CANNOT_CREATE_CONSUMER_GROUP_INFO = 5007
+    CANNOT_DELETE_CONSUMER_GROUP_INFO = 5008
+    CONSUMER_GROUP_PARTITION_NOT_OWNED = 5009
+    MISSING_BASE_OFFSET_RETAINED_MESSAGE_BATCH = 6000
+    MISSING_LAST_OFFSET_DELTA_RETAINED_MESSAGE_BATCH = 6001
+    MISSING_MAX_TIMESTAMP_RETAINED_MESSAGE_BATCH = 6002
+    MISSING_LENGTH_RETAINED_MESSAGE_BATCH = 6003
+    MISSING_PAYLOAD_RETAINED_MESSAGE_BATCH = 6004
+    CANNOT_READ_BATCH_BASE_OFFSET = 7000
+    CANNOT_READ_BATCH_LENGTH = 7001
+    CANNOT_READ_LAST_OFFSET_DELTA = 7002
+    CANNOT_READ_MAX_TIMESTAMP = 7003
+    CANNOT_READ_BATCH_PAYLOAD = 7004
+    INVALID_CONNECTION_STRING = 8000
+    SNAPSHOT_FILE_COMPLETION_FAILED = 9000
+    CANNOT_SERIALIZE_RESOURCE = 10000
+    CANNOT_DESERIALIZE_RESOURCE = 10001
+    CANNOT_READ_FILE = 10002
+    CANNOT_READ_FILE_METADATA = 10003
+    CANNOT_SEEK_FILE = 10004
+    CANNOT_APPEND_TO_FILE = 10005
+    CANNOT_WRITE_TO_FILE = 10006
+    CANNOT_OVERWRITE_FILE = 10007
+    CANNOT_DELETE_FILE = 10008
+    CANNOT_SYNC_FILE = 10009
+    CANNOT_READ_INDEX_OFFSET = 10010
+    CANNOT_READ_INDEX_POSITION = 10011
+    CANNOT_READ_INDEX_TIMESTAMP = 10012
+    TIMESTAMP_OUT_OF_RANGE = 10013
+    SHARD_NOT_FOUND = 11000
+    SHARD_COMMUNICATION_ERROR = 11001
+    CANNOT_BIND_TO_SOCKET = 12000
+    TASK_TIMEOUT = 12001
+    IO_ERROR = 13000
+    ALREADY_AUTHENTICATED = 14000
+    INVALID_SESSION = 14001
+    INCOMPATIBLE_PROTOCOL_VERSION = 14003

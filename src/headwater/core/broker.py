@@ -1,0 +1,446 @@
+"""The broker: the one facade front-ends call. It knows batches, not protocols.
+
+State lives in memory (catalog, users, groups, committed offsets) and is
+persisted through the engine's metadata stores on every change (``catalog``
+for streams/topics/groups/users/tokens, ``offsets`` for committed offsets);
+messages live in the engine's partition logs. All methods are synchronous and
+run on the event loop's thread; identifiers are ``int`` (0-based id) or
+``str`` (name). Timestamps are microseconds since the Unix epoch.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import xxhash
+
+from ..codec import batch as batch_codec
+from ..codec.errors import CodecError
+from ..storage.api import StorageEngine
+from . import errors
+from .catalog import Catalog, Stream, Topic, next_id, validate_name
+from .groups.assigned import AssignedGroup
+from .offsets import CONSUMER, GROUP, OffsetStore
+from .partition import Partition
+from .permissions import Permissions
+from .users import USER_ACTIVE, User, Users
+from . import topic_options as topt
+
+Ident = int | str
+MAX_PARTITIONS = 1000
+
+
+def now_us() -> int:
+    return time.time_ns() // 1000
+
+
+@dataclass(eq=False)
+class Client:
+    """A connected client (one connection), as GET_CLIENT(S) and groups see it."""
+
+    id: int
+    address: str
+    transport: str
+    user_id: int | None = None
+    groups: set[tuple[int, int, int]] = field(default_factory=set)  # (stream, topic, group)
+
+
+@dataclass
+class Stats:
+    streams: int
+    topics: int
+    partitions: int
+    segments: int
+    messages: int
+    size_bytes: int
+    clients: int
+    consumer_groups: int
+    started_at_us: int
+
+
+class Broker:
+    def __init__(
+        self,
+        engine: StorageEngine,
+        *,
+        validate_checksum: bool = True,
+        clock: Callable[[], int] = now_us,
+    ):
+        self.engine = engine
+        self.clock = clock
+        self.validate_checksum = validate_checksum
+        self.catalog = Catalog()
+        self._meta = engine.metadata("catalog")
+        self._offsets_meta = engine.metadata("offsets")
+        self.users = Users(self._meta.put)
+        self.offsets = OffsetStore(self._offsets_meta.put, self._offsets_meta.put_many)
+        self.clients: dict[int, Client] = {}
+        self._next_client_id = 1
+        self.started_at_us = clock()
+        self._load()
+
+    # ------------------------------------------------------------------ loading
+    def _load(self) -> None:
+        records = self._meta.load()
+        self.users.load(records)
+        streams = sorted((v for k, v in records.items() if k.startswith("stream/")), key=lambda v: v["id"])
+        for v in streams:
+            self.catalog.streams[v["id"]] = Stream(v["id"], v["name"], v["created_at_us"])
+        topics = sorted(
+            (v for k, v in records.items() if k.startswith("topic/")), key=lambda v: (v["stream_id"], v["id"])
+        )
+        for v in topics:
+            stream = self.catalog.streams.get(v["stream_id"])
+            if stream is None:
+                continue
+            options = topt.TopicOptions.from_dict(v["options"])
+            topic = Topic(stream.id, v["id"], v["name"], v["created_at_us"], options)
+            stream.topics[topic.id] = topic
+            pids = sorted(int(p) for p in v["partitions"])
+            for pid in pids:
+                self._open_partition(topic, pid, v["partitions"][str(pid)], len(pids))
+        for k, v in records.items():
+            if k.startswith("group/"):
+                _, s, t, g = k.split("/")
+                topic = self.catalog.streams.get(int(s), None)
+                topic = topic.topics.get(int(t)) if topic else None
+                if topic is not None:
+                    topic.groups[int(g)] = AssignedGroup(int(g), v["name"])
+        self.offsets.load(self._offsets_meta.load())
+
+    def _open_partition(self, topic: Topic, pid: int, created_at_us: int, partitions_count: int) -> Partition:
+        policy = topic.options.to_segment_policy(partitions_count, self.validate_checksum)
+        log = self.engine.open_partition(topic.stream_id, topic.id, pid, policy)
+        p = Partition(topic.stream_id, topic.id, pid, created_at_us, log)
+        topic.partitions[pid] = p
+        return p
+
+    def _save_topic(self, topic: Topic) -> None:
+        self._meta.put(f"topic/{topic.stream_id}/{topic.id}", topic.to_dict())
+
+    def close(self) -> None:
+        for s in self.catalog.streams.values():
+            for t in s.topics.values():
+                for p in t.partitions.values():
+                    p.log.close()
+        self._meta.close()
+        self._offsets_meta.close()
+        self.engine.close()
+
+    def sync(self) -> None:
+        for s in self.catalog.streams.values():
+            for t in s.topics.values():
+                for p in t.partitions.values():
+                    p.log.sync()
+
+    # ------------------------------------------------------------------ root user
+    def ensure_root(self, username: str, password: str) -> bool:
+        """Create the root user (id 0) unless any user exists; returns True when created."""
+        if self.users.users:
+            return False
+        self.users.create(username, password, USER_ACTIVE, None, self.clock(), user_id=0)
+        return True
+
+    # ------------------------------------------------------------------ clients
+    def connect_client(self, address: str, transport: str) -> Client:
+        c = Client(self._next_client_id, address, transport)
+        self._next_client_id += 1
+        self.clients[c.id] = c
+        return c
+
+    def disconnect_client(self, client_id: int) -> None:
+        c = self.clients.pop(client_id, None)
+        if c is None:
+            return
+        for s, t, g in list(c.groups):
+            try:
+                topic = self.catalog.topic(s, t)
+                group = topic.group(g)
+            except errors.BrokerError:
+                continue
+            group.leave(client_id, list(topic.partitions))
+
+    def client(self, client_id: int) -> Client:
+        c = self.clients.get(client_id)
+        if c is None:
+            raise errors.ClientNotFound(f"client {client_id} not found")
+        return c
+
+    # ------------------------------------------------------------------ streams
+    def stream(self, ident: Ident) -> Stream:
+        return self.catalog.stream(ident)
+
+    def create_stream(self, name: str) -> Stream:
+        validate_name(name, "stream", errors.InvalidStreamName)
+        if any(s.name == name for s in self.catalog.streams.values()):
+            raise errors.StreamNameExists(f"stream {name!r} already exists")
+        s = Stream(next_id(self.catalog.streams), name, self.clock())
+        self.catalog.streams[s.id] = s
+        self._meta.put(f"stream/{s.id}", s.to_dict())
+        return s
+
+    def update_stream(self, ident: Ident, name: str) -> Stream:
+        s = self.stream(ident)
+        validate_name(name, "stream", errors.InvalidStreamName)
+        if name != s.name and any(o.name == name for o in self.catalog.streams.values()):
+            raise errors.StreamNameExists(f"stream {name!r} already exists")
+        s.name = name
+        self._meta.put(f"stream/{s.id}", s.to_dict())
+        return s
+
+    def delete_stream(self, ident: Ident) -> Stream:
+        s = self.stream(ident)
+        for t in list(s.topics.values()):
+            self._drop_topic(s, t)
+        del self.catalog.streams[s.id]
+        self._meta.put(f"stream/{s.id}", None)
+        self.engine.delete_stream(s.id)
+        self.offsets.delete_where(s.id)
+        return s
+
+    def purge_stream(self, ident: Ident) -> None:
+        s = self.stream(ident)
+        for t in s.topics.values():
+            self._purge_topic(t)
+
+    # ------------------------------------------------------------------ topics
+    def topic(self, stream: Ident, topic: Ident) -> Topic:
+        return self.catalog.topic(stream, topic)
+
+    def create_topic(self, stream: Ident, name: str, partitions_count: int, options: dict[str, Any]) -> Topic:
+        s = self.stream(stream)
+        validate_name(name, "topic", errors.InvalidTopicName)
+        if any(t.name == name for t in s.topics.values()):
+            raise errors.TopicNameExists(f"topic {name!r} already exists in stream {s.name!r}")
+        if not 0 <= partitions_count <= MAX_PARTITIONS:
+            raise errors.TooManyPartitions(f"partitions_count {partitions_count} is not in 0..{MAX_PARTITIONS}")
+        opts = self._parse_options(lambda: topt.TopicOptions.parse_create(options, partitions_count))
+        now = self.clock()
+        t = Topic(s.id, next_id(s.topics), name, now, opts)
+        s.topics[t.id] = t
+        for pid in range(partitions_count):
+            self._open_partition(t, pid, now, partitions_count)
+        self._save_topic(t)
+        return t
+
+    @staticmethod
+    def _parse_options(fn):
+        try:
+            return fn()
+        except topt.UnsupportedOptionKey as e:
+            raise errors.UnsupportedOptionKey(str(e)) from e
+        except topt.InvalidOptionValue as e:
+            raise errors.InvalidOptionValue(str(e)) from e
+
+    def update_topic(self, stream: Ident, topic: Ident, name: str, options: dict[str, Any]) -> Topic:
+        s = self.stream(stream)
+        t = s.topic(topic)
+        validate_name(name, "topic", errors.InvalidTopicName)
+        if name != t.name and any(o.name == name for o in s.topics.values()):
+            raise errors.TopicNameExists(f"topic {name!r} already exists in stream {s.name!r}")
+        if options:
+            t.options = self._parse_options(lambda: t.options.apply_update(options))
+            self._apply_policy(t)
+        t.name = name
+        self._save_topic(t)
+        return t
+
+    def _apply_policy(self, t: Topic) -> None:
+        n = len(t.partitions)
+        policy = t.options.to_segment_policy(max(n, 1), self.validate_checksum)
+        for p in t.partitions.values():
+            p.log.set_policy(policy)
+
+    def delete_topic(self, stream: Ident, topic: Ident) -> Topic:
+        s = self.stream(stream)
+        t = s.topic(topic)
+        self._drop_topic(s, t)
+        return t
+
+    def _drop_topic(self, s: Stream, t: Topic) -> None:
+        for p in t.partitions.values():
+            p.log.close()
+        for g in t.groups.values():
+            self._forget_group_members(t, g)
+            self._meta.put(f"group/{s.id}/{t.id}/{g.id}", None)
+        del s.topics[t.id]
+        self._meta.put(f"topic/{s.id}/{t.id}", None)
+        self.engine.delete_topic(s.id, t.id)
+        self.offsets.delete_where(s.id, t.id)
+
+    def purge_topic(self, stream: Ident, topic: Ident) -> None:
+        self._purge_topic(self.topic(stream, topic))
+
+    def _purge_topic(self, t: Topic) -> None:
+        for p in t.partitions.values():
+            p.log.purge()
+            p.reset_clock()
+        self.offsets.delete_where(t.stream_id, t.id)
+
+    # ------------------------------------------------------------------ partitions, segments
+    def create_partitions(self, stream: Ident, topic: Ident, count: int) -> list[int]:
+        t = self.topic(stream, topic)
+        if not 1 <= count <= MAX_PARTITIONS:
+            raise errors.InvalidPartitionsCount(f"partitions_count {count} is not in 1..{MAX_PARTITIONS}")
+        if len(t.partitions) + count > MAX_PARTITIONS:
+            raise errors.TooManyPartitions(f"a topic has at most {MAX_PARTITIONS} partitions")
+        now = self.clock()
+        start = next_id(t.partitions)
+        new = list(range(start, start + count))
+        total = len(t.partitions) + count
+        for pid in new:
+            self._open_partition(t, pid, now, total)
+        self._apply_policy(t)
+        self._save_topic(t)
+        self._rebalance_groups(t)
+        return new
+
+    def delete_partitions(self, stream: Ident, topic: Ident, count: int) -> list[int]:
+        t = self.topic(stream, topic)
+        if not 1 <= count <= MAX_PARTITIONS or count > len(t.partitions):
+            raise errors.InvalidPartitionsCount(
+                f"cannot delete {count} of the {len(t.partitions)} partitions"
+            )
+        doomed = sorted(t.partitions)[-count:]
+        for pid in doomed:
+            p = t.partitions.pop(pid)
+            p.log.close()
+            self.engine.delete_partition(t.stream_id, t.id, pid)
+            self.offsets.delete_where(t.stream_id, t.id, pid)
+        self._apply_policy(t)
+        self._save_topic(t)
+        self._rebalance_groups(t)
+        return doomed
+
+    def delete_segments(self, stream: Ident, topic: Ident, partition_id: int, count: int) -> int:
+        t = self.topic(stream, topic)
+        p = t.partition(partition_id)
+        if count < 1:
+            raise errors.InvalidSegmentsCount(f"segments_count {count} must be at least 1")
+        return p.log.delete_oldest_segments(count)
+
+    def apply_retention(self) -> int:
+        now = self.clock()
+        deleted = 0
+        for s in self.catalog.streams.values():
+            for t in s.topics.values():
+                for p in t.partitions.values():
+                    deleted += p.log.apply_retention(now)
+        return deleted
+
+    # ------------------------------------------------------------------ messages
+    def route(self, topic: Topic, kind: str, value: int | bytes | None) -> Partition:
+        """Pick the partition for a send: ``balanced`` (round-robin), ``partition`` (an id),
+        or ``key`` (xxh3_64 of the key bytes modulo the partition count)."""
+        if not topic.partitions:
+            raise errors.NoPartitions(f"topic {topic.name!r} has no partitions")
+        ids = sorted(topic.partitions)
+        if kind == "partition":
+            return topic.partition(int(value))  # type: ignore[arg-type]
+        if kind == "key":
+            return topic.partitions[ids[xxhash.xxh3_64_intdigest(value) % len(ids)]]  # type: ignore[arg-type]
+        pid = ids[topic.balanced_counter % len(ids)]
+        topic.balanced_counter += 1
+        return topic.partitions[pid]
+
+    def append(self, partition: Partition, batch: bytearray, *, verified: bool = False) -> tuple[int, int]:
+        """Verify (unless already ``verified``), stamp and append one batch.
+
+        Returns (base_offset, message_count). Raises InvalidBatch carrying the
+        Iggy batch error code.
+        """
+        if verified:
+            count = batch_codec.read_header(batch).message_count
+        else:
+            try:
+                count = batch_codec.verify(batch).message_count
+            except CodecError as e:
+                raise errors.InvalidBatch(str(e), e.code) from e
+        base = partition.append(batch, count, self.clock())
+        return base, count
+
+    # ------------------------------------------------------------------ consumer offsets
+    def committed(self, p: Partition, kind: str, name: str) -> int | None:
+        c = self.offsets.get(p.stream_id, p.topic_id, p.id, kind, name)
+        return None if c is None else c.offset
+
+    def commit(self, p: Partition, kind: str, name: str, next_offset: int, metadata: str = "") -> None:
+        self.offsets.put(p.stream_id, p.topic_id, p.id, kind, name, next_offset, metadata)
+
+    def delete_committed(self, p: Partition, kind: str, name: str) -> bool:
+        return self.offsets.delete(p.stream_id, p.topic_id, p.id, kind, name)
+
+    # ------------------------------------------------------------------ consumer groups (server-assigned)
+    def create_group(self, stream: Ident, topic: Ident, name: str) -> AssignedGroup:
+        t = self.topic(stream, topic)
+        validate_name(name, "consumer group", errors.InvalidConsumerGroupName)
+        if any(g.name == name for g in t.groups.values()):
+            raise errors.ConsumerGroupNameExists(f"consumer group {name!r} already exists")
+        g = AssignedGroup(next_id(t.groups), name)
+        t.groups[g.id] = g
+        self._meta.put(f"group/{t.stream_id}/{t.id}/{g.id}", {"name": name})
+        return g
+
+    def delete_group(self, stream: Ident, topic: Ident, group: Ident) -> AssignedGroup:
+        t = self.topic(stream, topic)
+        g = t.group(group)
+        self._forget_group_members(t, g)
+        del t.groups[g.id]
+        self._meta.put(f"group/{t.stream_id}/{t.id}/{g.id}", None)
+        self.offsets.delete_where(t.stream_id, t.id, kind=GROUP, name=g.name)
+        return g
+
+    def _forget_group_members(self, t: Topic, g: AssignedGroup) -> None:
+        for member in g.members:
+            c = self.clients.get(member)
+            if c:
+                c.groups.discard((t.stream_id, t.id, g.id))
+
+    def join_group(self, client_id: int, stream: Ident, topic: Ident, group: Ident) -> AssignedGroup:
+        t = self.topic(stream, topic)
+        g = t.group(group)
+        g.join(client_id, list(t.partitions))
+        c = self.clients.get(client_id)
+        if c:
+            c.groups.add((t.stream_id, t.id, g.id))
+        return g
+
+    def leave_group(self, client_id: int, stream: Ident, topic: Ident, group: Ident) -> AssignedGroup:
+        t = self.topic(stream, topic)
+        g = t.group(group)
+        if not g.leave(client_id, list(t.partitions)):
+            raise errors.ConsumerGroupMemberNotFound(f"client {client_id} is not a member of {g.name!r}")
+        c = self.clients.get(client_id)
+        if c:
+            c.groups.discard((t.stream_id, t.id, g.id))
+        return g
+
+    def _rebalance_groups(self, t: Topic) -> None:
+        for g in t.groups.values():
+            if g.members:
+                g.rebalance(list(t.partitions))
+
+    # ------------------------------------------------------------------ stats
+    def stats(self) -> Stats:
+        streams = self.catalog.streams.values()
+        topics = [t for s in streams for t in s.topics.values()]
+        parts = [p for t in topics for p in t.partitions.values()]
+        return Stats(
+            streams=len(self.catalog.streams),
+            topics=len(topics),
+            partitions=len(parts),
+            segments=sum(p.segments_count for p in parts),
+            messages=sum(p.messages_count for p in parts),
+            size_bytes=sum(p.size_bytes for p in parts),
+            clients=len(self.clients),
+            consumer_groups=sum(len(t.groups) for t in topics),
+            started_at_us=self.started_at_us,
+        )
+
+    # ------------------------------------------------------------------ users (thin pass-through)
+    def create_user(
+        self, username: str, password: str, status: int, permissions: Permissions | None, password_hash: str | None = None
+    ) -> User:
+        return self.users.create(username, password, status, permissions, self.clock(), password_hash=password_hash)

@@ -1,0 +1,118 @@
+"""One partition: admission (stamp), append, read, and wake-ups for waiting readers.
+
+The partition owns the offset and time sequence: ``base_offset`` is the log's
+next offset, ``base_timestamp`` the server clock in microseconds, never going
+backwards within a partition. Batches arrive already verified
+(``codec.batch.verify``) and leave as stored bytes, sliced only at the edges.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from ..codec import batch as batch_codec
+from ..storage.api import CorruptSegment, PartitionLog, SegmentPolicy
+from . import errors
+
+
+class Partition:
+    __slots__ = ("stream_id", "topic_id", "id", "created_at_us", "log", "_last_ts", "_listeners")
+
+    def __init__(self, stream_id: int, topic_id: int, partition_id: int, created_at_us: int, log: PartitionLog):
+        self.stream_id = stream_id
+        self.topic_id = topic_id
+        self.id = partition_id
+        self.created_at_us = created_at_us
+        self.log = log
+        self._last_ts = max((s.max_timestamp_us for s in log.segments()), default=0)
+        self._listeners: list[Callable[["Partition"], None]] = []
+
+    # --- offsets ---
+    @property
+    def high_watermark(self) -> int:
+        """The offset the next message gets (one past the newest)."""
+        return self.log.next_offset
+
+    @property
+    def log_start_offset(self) -> int:
+        return self.log.log_start_offset
+
+    @property
+    def messages_count(self) -> int:
+        return self.log.next_offset - self.log.log_start_offset
+
+    @property
+    def size_bytes(self) -> int:
+        return self.log.size_bytes
+
+    @property
+    def segments_count(self) -> int:
+        return len(self.log.segments())
+
+    # --- writes ---
+    def append(self, batch: bytearray, message_count: int, now_us: int) -> int:
+        """Stamp ``batch`` (verified, mutable) in place and append it; returns its base_offset."""
+        base_offset = self.log.next_offset
+        ts = now_us if now_us > self._last_ts else self._last_ts
+        self._last_ts = ts
+        batch_codec.stamp(batch, self.id, base_offset, ts)
+        self.log.append(batch)
+        for listener in self._listeners:
+            listener(self)
+        return base_offset
+
+    def add_listener(self, fn: Callable[["Partition"], None]) -> None:
+        self._listeners.append(fn)
+
+    def remove_listener(self, fn: Callable[["Partition"], None]) -> None:
+        try:
+            self._listeners.remove(fn)
+        except ValueError:
+            pass
+
+    # --- reads ---
+    def read(self, start_offset: int, count: int, max_bytes: int = 1 << 62) -> tuple[list[bytes | memoryview], int]:
+        """Batches covering offsets [start_offset, start_offset + count), sliced at the edges.
+
+        Returns (batches, messages). Offsets below the log start begin at the
+        log start. Raises CorruptData when storage refuses a damaged segment.
+        """
+        if count <= 0:
+            return [], 0
+        start = max(start_offset, self.log.log_start_offset)
+        end = min(start + count, self.log.next_offset)
+        if start >= end:
+            return [], 0
+        try:
+            stored = self.log.read(start, end - start, max_bytes)
+        except CorruptSegment as e:
+            raise errors.CorruptData(str(e)) from e
+        out: list[bytes | memoryview] = []
+        total = 0
+        for b in stored:
+            h = batch_codec.read_header(b)
+            first = h.base_offset
+            last = first + h.message_count  # one past
+            if last <= start or first >= end:
+                continue
+            lo = max(start, first) - first
+            hi = min(end, last) - first
+            if lo == 0 and hi == h.message_count:
+                out.append(b)
+            else:
+                out.append(batch_codec.slice_batch(b, lo, hi))
+            total += hi - lo
+        return out, total
+
+    def offset_for_timestamp(self, timestamp_us: int) -> int:
+        """First offset stored at or after ``timestamp_us``; the high watermark when none."""
+        off = self.log.offset_for_timestamp(timestamp_us)
+        return self.log.next_offset if off is None else off
+
+    def reset_clock(self) -> None:
+        self._last_ts = 0
+
+
+def policy_for(options, partitions_count: int, validate_checksum: bool) -> SegmentPolicy:
+    """The storage policy for a topic's options (``core.topic_options.TopicOptions``)."""
+    return options.to_segment_policy(partitions_count, validate_checksum)

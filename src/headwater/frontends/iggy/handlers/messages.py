@@ -1,0 +1,128 @@
+"""Messages (SendMessages 101, PollMessages 100, FlushUnsavedBuffer 102) and consumer offsets (120-122).
+
+The poll path never re-encodes: the reply is the 16-byte prefix followed by
+the stored batch buffers (sliced only at the edges), written with
+``writelines``.
+
+Offsets: Iggy's stored offset is the last offset consumed; the broker keeps
+the next offset to consume (Kafka's meaning), so we store ``offset + 1`` and
+report ``committed - 1``.
+"""
+
+from __future__ import annotations
+
+from ....codec.iggy.codes import Command, ConsumerKind, PartitioningKind, PollingKind
+from ....codec.iggy.commands import messages as w
+from ....codec.iggy.commands import offsets as wo
+from ....core import errors
+from ....core.catalog import Topic
+from ....core.offsets import CONSUMER, GROUP
+from ....core.partition import Partition
+from ..registry import Context, iggy_command
+from ._common import require
+
+NOT_A_MEMBER_PARTITION = 0xFFFFFFFF  # a group poll answered with this partition id tells the member to re-sync
+
+
+@iggy_command(Command.SEND_MESSAGES)
+def send_messages(ctx: Context, req: w.SendMessages) -> bytes:
+    t = ctx.broker.topic(req.stream_id, req.topic_id)
+    require(ctx.checker.send_messages(t.stream_id, t.id), "send messages")
+    kind = req.partitioning.kind
+    if kind == PartitioningKind.PARTITION_ID:
+        p = ctx.broker.route(t, "partition", req.partitioning.partition_id)
+    elif kind == PartitioningKind.MESSAGES_KEY:
+        p = ctx.broker.route(t, "key", bytes(req.partitioning.key))
+    else:
+        p = ctx.broker.route(t, "balanced", None)
+    batch = req.batch if not isinstance(req.batch.obj, bytes) else bytearray(req.batch)
+    base_offset, _ = ctx.broker.append(p, batch)
+    return w.encode_send_messages_reply([w.SendConfirmation(t.stream_id, t.id, p.id, base_offset)])
+
+
+def consumer_key(t: Topic, consumer) -> tuple[str, str]:
+    """(kind, name) under which a consumer's offsets are kept."""
+    if consumer.kind == ConsumerKind.CONSUMER_GROUP:
+        return GROUP, t.group(consumer.id).name
+    return CONSUMER, str(consumer.id)
+
+
+def _partition_for(ctx: Context, t: Topic, consumer, partition_id: int | None) -> Partition | None:
+    if partition_id is not None:
+        return t.partition(partition_id)
+    if consumer.kind == ConsumerKind.CONSUMER_GROUP:
+        g = t.group(consumer.id)
+        if g.assignment(ctx.client.id) is None:
+            raise errors.ConsumerGroupMemberNotFound(f"client {ctx.client.id} is not a member of {g.name!r}")
+        pid = g.next_partition(ctx.client.id)
+        return None if pid is None else t.partition(pid)
+    return t.partition(0)
+
+
+@iggy_command(Command.POLL_MESSAGES)
+def poll_messages(ctx: Context, req: w.PollMessages) -> list:
+    t = ctx.broker.topic(req.stream_id, req.topic_id)
+    require(ctx.checker.poll_messages(t.stream_id, t.id), "poll messages")
+    kind, name = consumer_key(t, req.consumer)
+    p = _partition_for(ctx, t, req.consumer, req.partition_id)
+    if p is None:  # a group member with no partitions assigned
+        return [w.encode_poll_prefix(0, 0, 0)]
+    strategy = req.strategy.kind
+    if strategy == PollingKind.OFFSET:
+        start = req.strategy.value
+    elif strategy == PollingKind.TIMESTAMP:
+        start = p.offset_for_timestamp(req.strategy.value)
+    elif strategy == PollingKind.FIRST:
+        start = p.log_start_offset
+    elif strategy == PollingKind.LAST:
+        start = max(p.high_watermark - req.count, p.log_start_offset)
+    else:  # NEXT
+        committed = ctx.broker.committed(p, kind, name)
+        start = p.log_start_offset if committed is None else committed
+    batches, n = p.read(start, req.count)
+    current = max(p.high_watermark - 1, 0)
+    if req.auto_commit and n:
+        ctx.broker.commit(p, kind, name, max(start, p.log_start_offset) + n)
+    return [w.encode_poll_prefix(p.id, current, n), *batches]
+
+
+@iggy_command(Command.FLUSH_UNSAVED_BUFFER)
+def flush_unsaved_buffer(ctx: Context, req: w.FlushUnsavedBuffer) -> bytes:
+    raise errors.FeatureUnavailable("FlushUnsavedBuffer is not supported; use the enforce_fsync topic option")
+
+
+@iggy_command(Command.GET_CONSUMER_OFFSET)
+def get_consumer_offset(ctx: Context, req: wo.GetConsumerOffset) -> bytes:
+    t = ctx.broker.topic(req.stream_id, req.topic_id)
+    require(ctx.checker.poll_messages(t.stream_id, t.id), "poll messages")
+    kind, name = consumer_key(t, req.consumer)
+    p = _partition_for(ctx, t, req.consumer, req.partition_id)
+    if p is None:
+        return b""
+    committed = ctx.broker.committed(p, kind, name)
+    if committed is None or committed == 0:
+        return b""
+    return wo.encode_consumer_offset(wo.ConsumerOffsetInfo(p.id, max(p.high_watermark - 1, 0), committed - 1))
+
+
+@iggy_command(Command.STORE_CONSUMER_OFFSET)
+def store_consumer_offset(ctx: Context, req: wo.StoreConsumerOffset) -> bytes:
+    t = ctx.broker.topic(req.stream_id, req.topic_id)
+    require(ctx.checker.poll_messages(t.stream_id, t.id), "poll messages")
+    kind, name = consumer_key(t, req.consumer)
+    p = _partition_for(ctx, t, req.consumer, req.partition_id)
+    if p is None:
+        raise errors.ConsumerGroupPartitionNotOwned("the member has no partition assigned")
+    ctx.broker.commit(p, kind, name, req.offset + 1)
+    return b""
+
+
+@iggy_command(Command.DELETE_CONSUMER_OFFSET)
+def delete_consumer_offset(ctx: Context, req: wo.DeleteConsumerOffset) -> bytes:
+    t = ctx.broker.topic(req.stream_id, req.topic_id)
+    require(ctx.checker.poll_messages(t.stream_id, t.id), "poll messages")
+    kind, name = consumer_key(t, req.consumer)
+    p = _partition_for(ctx, t, req.consumer, req.partition_id)
+    if p is None or not ctx.broker.delete_committed(p, kind, name):
+        raise errors.ConsumerOffsetNotFound("no stored offset for this consumer")
+    return b""

@@ -1,0 +1,1 @@
+"""Consumer offsets live with the message handlers (``messages.py``): they share the consumer resolution."""

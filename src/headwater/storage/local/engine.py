@@ -1,0 +1,172 @@
+"""The local-disk storage engine: directories, partition logs, metadata stores.
+
+Layout under the data directory (Iggy ``server/storage-engine.mdx``,
+"Directory layout"; ids are 0-based)::
+
+    <data>/streams/<stream_id>/topics/<topic_id>/partitions/<partition_id>/
+        {start offset:020d}.log / .index       segments (see .segment, .index)
+    <data>/metadata/<name>.journal / .snapshot  metadata stores (see .metadata)
+    <data>/trash/                               deleted trees, emptied at start-up
+
+Deleting a partition, topic or stream first renames its directory into
+``trash/`` (atomic, then both directories fsynced), then removes it, so a
+crash never leaves half a tree where a recreated topic with the same id
+would find stale segments.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import uuid
+
+from headwater.storage.api import SegmentPolicy, StorageError
+
+from .log import LocalPartitionLog
+from .metadata import LocalMetadataStore
+from .segment import fsync_dir
+
+_NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}")
+
+
+def _check_id(kind: str, value: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{kind} id must be a non-negative int, got {value!r}")
+    return value
+
+
+class LocalEngine:
+    """The ``file:`` :class:`~headwater.storage.api.StorageEngine`.
+
+    ``open_partition`` returns the already-open log for the same ids (one
+    writer per partition), after applying the given policy to it.
+    """
+
+    def __init__(self, path: str):
+        """Use (creating if needed) the data directory ``path``; empties its trash."""
+        self.path = os.path.abspath(path)
+        self._logs: dict[tuple[int, int, int], LocalPartitionLog] = {}
+        self._stores: dict[str, LocalMetadataStore] = {}
+        self._closed = False
+        for sub in ("streams", "metadata", "trash"):
+            self._makedirs(os.path.join(self.path, sub))
+        trash = os.path.join(self.path, "trash")
+        for name in os.listdir(trash):
+            shutil.rmtree(os.path.join(trash, name), ignore_errors=True)
+
+    # -- paths ---------------------------------------------------------------
+
+    def stream_dir(self, stream_id: int) -> str:
+        return os.path.join(self.path, "streams", str(_check_id("stream", stream_id)))
+
+    def topic_dir(self, stream_id: int, topic_id: int) -> str:
+        return os.path.join(self.stream_dir(stream_id), "topics", str(_check_id("topic", topic_id)))
+
+    def partition_dir(self, stream_id: int, topic_id: int, partition_id: int) -> str:
+        return os.path.join(
+            self.topic_dir(stream_id, topic_id), "partitions", str(_check_id("partition", partition_id))
+        )
+
+    def _makedirs(self, path: str) -> None:
+        """Create ``path`` and missing parents, fsyncing each parent that gained an entry."""
+        missing = []
+        p = path
+        while not os.path.isdir(p):
+            missing.append(p)
+            p = os.path.dirname(p)
+        for d in reversed(missing):
+            try:
+                os.mkdir(d)
+            except FileExistsError:
+                continue
+            fsync_dir(os.path.dirname(d))
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StorageError(f"{self.path}: engine is closed")
+
+    # -- partitions ------------------------------------------------------------
+
+    def open_partition(
+        self, stream_id: int, topic_id: int, partition_id: int, policy: SegmentPolicy
+    ) -> LocalPartitionLog:
+        """Open (creating if absent) a partition log, running recovery on existing files.
+
+        Raises CorruptSegment when recovery refuses the partition.
+        """
+        self._check_open()
+        key = (stream_id, topic_id, partition_id)
+        log = self._logs.get(key)
+        if log is not None:
+            log.set_policy(policy)
+            return log
+        directory = self.partition_dir(stream_id, topic_id, partition_id)
+        self._makedirs(directory)
+        log = LocalPartitionLog.open(directory, policy)
+        self._logs[key] = log
+        return log
+
+    def _discard(self, directory: str, match) -> None:
+        for key in [k for k in self._logs if match(k)]:
+            self._logs.pop(key).close()
+        if not os.path.isdir(directory):
+            return
+        trash = os.path.join(self.path, "trash", uuid.uuid4().hex)
+        os.rename(directory, trash)
+        fsync_dir(os.path.dirname(directory))
+        fsync_dir(os.path.dirname(trash))
+        shutil.rmtree(trash, ignore_errors=True)
+
+    def delete_partition(self, stream_id: int, topic_id: int, partition_id: int) -> None:
+        """Close the partition's log if open and delete its directory (absent is fine)."""
+        self._check_open()
+        self._discard(
+            self.partition_dir(stream_id, topic_id, partition_id),
+            lambda k: k == (stream_id, topic_id, partition_id),
+        )
+
+    def delete_topic(self, stream_id: int, topic_id: int) -> None:
+        """Close and delete every partition of the topic, and the topic directory."""
+        self._check_open()
+        self._discard(self.topic_dir(stream_id, topic_id), lambda k: k[:2] == (stream_id, topic_id))
+
+    def delete_stream(self, stream_id: int) -> None:
+        """Close and delete every topic of the stream, and the stream directory."""
+        self._check_open()
+        self._discard(self.stream_dir(stream_id), lambda k: k[0] == stream_id)
+
+    # -- metadata ----------------------------------------------------------------
+
+    def metadata(self, name: str) -> LocalMetadataStore:
+        """The metadata store ``name`` (``[A-Za-z0-9_.-]``, at most 128 characters),
+        kept under ``<data>/metadata/<name>.*``; the same object for the same name.
+
+        Raises ValueError for a bad name, CorruptMetadata for a damaged store.
+        """
+        self._check_open()
+        if not _NAME.fullmatch(name) or name in (".", ".."):
+            raise ValueError(f"bad metadata store name {name!r}")
+        store = self._stores.get(name)
+        if store is None:
+            store = LocalMetadataStore(os.path.join(self.path, "metadata"), name)
+            self._stores[name] = store
+        return store
+
+    def close(self) -> None:
+        """Sync and close every open log and store."""
+        if self._closed:
+            return
+        self._closed = True
+        errors = []
+        for log in self._logs.values():
+            try:
+                log.close()
+            except OSError as exc:  # keep closing the rest
+                errors.append(exc)
+        for store in self._stores.values():
+            store.close()
+        self._logs.clear()
+        self._stores.clear()
+        if errors:
+            raise StorageError(f"closing partition logs failed: {errors}")

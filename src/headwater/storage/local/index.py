@@ -1,0 +1,223 @@
+"""The sparse segment index: the one reader and writer of ``.index`` files.
+
+Source: Iggy ``server/storage-engine.mdx``, "Indexes". One file per segment,
+named like its ``.log`` (``{start offset:020d}.index``). No header, no
+padding; a flat run of 24-byte little-endian entries::
+
+    off size field      type  notes
+      0    8 offset     u64   base_offset of the indexed batch (absolute)
+      8    8 timestamp  u64   base_timestamp of that batch, microseconds
+     16    8 position   u64   byte position of the batch start in the .log
+
+Entries are strictly increasing in offset and position. The index is sparse:
+the writer adds an entry for a segment's first batch and then for the first
+batch that starts at least ``index_interval_bytes`` past the last indexed
+one (``interval <= 1`` indexes every batch). A lookup binary-searches for the
+closest entry at or below its target and walks batch headers from there, so
+a target below the first entry falls back to the segment start.
+
+In memory the entries are an ``array('Q')`` of flat triples, so a segment of
+a million entries costs 24 MB and no Python objects.
+"""
+
+from __future__ import annotations
+
+import operator
+import os
+import struct
+import sys
+from array import array
+from bisect import bisect_right
+
+ENTRY_SIZE = 24
+_ENTRY = struct.Struct("<QQQ")
+_LITTLE = sys.byteorder == "little"
+
+
+def encode_entry(offset: int, timestamp_us: int, position: int) -> bytes:
+    """The 24 bytes of one entry: offset, timestamp (µs), position, u64 LE each."""
+    return _ENTRY.pack(offset, timestamp_us, position)
+
+
+def decode_entries(data: bytes | bytearray | memoryview) -> array:
+    """Flat ``array('Q')`` of (offset, timestamp, position) triples from index bytes.
+
+    A trailing partial entry (``len(data) % 24`` bytes) is ignored; callers
+    that care whether the file was torn check the length themselves.
+    """
+    whole = len(data) - len(data) % ENTRY_SIZE
+    out = array("Q")
+    out.frombytes(bytes(memoryview(data)[:whole]))
+    if not _LITTLE:  # pragma: no cover - every supported host is little-endian
+        out.byteswap()
+    return out
+
+
+def entries_to_bytes(entries: array) -> bytes:
+    """The on-disk bytes of a flat entry array (inverse of :func:`decode_entries`)."""
+    if _LITTLE:
+        return entries.tobytes()
+    swapped = array("Q", entries)  # pragma: no cover
+    swapped.byteswap()  # pragma: no cover
+    return swapped.tobytes()  # pragma: no cover
+
+
+def is_well_formed(entries: array, start_offset: int) -> bool:
+    """True when offsets and positions strictly increase and no offset is below
+    ``start_offset`` (the segment's first offset)."""
+    n = len(entries) // 3
+    if n == 0:
+        return True
+    offsets = entries[0::3]
+    positions = entries[2::3]
+    if offsets[0] < start_offset:
+        return False
+    return all(map(operator.lt, offsets, offsets[1:])) and all(map(operator.lt, positions, positions[1:]))
+
+
+class SegmentIndex:
+    """The entries of one segment's ``.index``, in memory, plus its writer.
+
+    ``fd`` is the open index file (``O_RDWR``) or None for a read-only copy of
+    a sealed segment's index. Writes go through :meth:`append` (``os.pwrite``
+    at the end of the file) and :meth:`truncate_to_position`.
+    """
+
+    __slots__ = ("path", "entries", "fd", "interval_bytes", "_last_position")
+
+    def __init__(self, path: str, entries: array, fd: int | None, interval_bytes: int):
+        self.path = path
+        self.entries = entries
+        self.fd = fd
+        self.interval_bytes = interval_bytes
+        self._last_position = entries[-1] if entries else -1
+
+    # -- reads -------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self.entries) // 3
+
+    def entry(self, i: int) -> tuple[int, int, int]:
+        """Entry ``i`` as (offset, timestamp_us, position)."""
+        e = self.entries
+        return e[3 * i], e[3 * i + 1], e[3 * i + 2]
+
+    def floor_by_offset(self, offset: int) -> tuple[int, int] | None:
+        """(entry offset, position) of the last entry with offset <= ``offset``, or None."""
+        e = self.entries
+        lo, hi = 0, len(e) // 3
+        while lo < hi:  # first entry with offset > target
+            mid = (lo + hi) // 2
+            if e[3 * mid] <= offset:
+                lo = mid + 1
+            else:
+                hi = mid
+        i = lo - 1
+        if i < 0:
+            return None
+        return e[3 * i], e[3 * i + 2]
+
+    def before_timestamp(self, timestamp_us: int) -> tuple[int, int] | None:
+        """(entry offset, position) of the last entry with timestamp < ``timestamp_us``.
+
+        Assumes base timestamps do not decrease along the log (the broker stamps
+        them that way); None means "walk from the segment start".
+        """
+        e = self.entries
+        lo, hi = 0, len(e) // 3
+        while lo < hi:  # first entry with timestamp >= target
+            mid = (lo + hi) // 2
+            if e[3 * mid + 1] < timestamp_us:
+                lo = mid + 1
+            else:
+                hi = mid
+        i = lo - 1
+        if i < 0:
+            return None
+        return e[3 * i], e[3 * i + 2]
+
+    def max_timestamp(self) -> int:
+        """Largest indexed timestamp (0 when empty)."""
+        return max(self.entries[1::3], default=0)
+
+    # -- writes ------------------------------------------------------------
+
+    def wants_entry(self, position: int) -> bool:
+        """Whether a batch starting at ``position`` gets an entry (the sparse rule)."""
+        return self._last_position < 0 or position - self._last_position >= self.interval_bytes
+
+    def add(self, offset: int, timestamp_us: int, position: int) -> bytes:
+        """Record an entry in memory; returns its 24 bytes for the caller to persist."""
+        self.entries.extend((offset, timestamp_us, position))
+        self._last_position = position
+        return _ENTRY.pack(offset, timestamp_us, position)
+
+    def append(self, offset: int, timestamp_us: int, position: int) -> None:
+        """Add an entry and ``os.pwrite`` it at the end of the index file.
+
+        Raises OSError from the write.
+        """
+        data = self.add(offset, timestamp_us, position)
+        assert self.fd is not None, "read-only index"
+        at = (len(self.entries) // 3 - 1) * ENTRY_SIZE
+        _pwrite_all(self.fd, data, at)
+
+    def truncate_to_position(self, position: int) -> None:
+        """Drop entries whose position is >= ``position`` (memory and file)."""
+        positions = self.entries[2::3]
+        keep = bisect_right(positions, position - 1)
+        del self.entries[3 * keep :]
+        self._last_position = self.entries[-1] if self.entries else -1
+        if self.fd is not None:
+            os.ftruncate(self.fd, keep * ENTRY_SIZE)
+
+    def sync(self) -> None:
+        if self.fd is not None:
+            os.fdatasync(self.fd)
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+def read_index_file(path: str) -> bytes | None:
+    """The raw bytes of an index file, or None when it does not exist."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    try:
+        size = os.fstat(fd).st_size
+        chunks = []
+        pos = 0
+        while pos < size:
+            chunk = os.pread(fd, size - pos, pos)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            pos += len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def write_index_file(path: str, entries: array) -> None:
+    """Replace ``path`` with ``entries`` atomically: write ``path + '.staging'``,
+    fsync it, rename over ``path``. The caller fsyncs the directory."""
+    staging = path + ".staging"
+    fd = os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        _pwrite_all(fd, entries_to_bytes(entries), 0)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(staging, path)
+
+
+def _pwrite_all(fd: int, data: bytes | bytearray | memoryview, position: int) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.pwrite(fd, view, position)
+        view = view[n:]
+        position += n

@@ -1,0 +1,302 @@
+"""A partition's segmented log: append, roll, find by offset or time, trim, truncate.
+
+Source: Iggy ``server/storage-engine.mdx`` ("Segmented log", "Write
+pipeline", "Retention and cleanup"). One directory per partition holding
+``{start offset:020d}.log`` / ``.index`` pairs (formats in :mod:`.segment`
+and :mod:`.index`). All segments but the last are sealed; the last is the
+active one, written with ``os.pwrite``. Rotation is soft: after the append
+that makes the active segment reach ``segment_size``.
+
+Durability (per :class:`~headwater.storage.api.SegmentPolicy`): when
+:meth:`LocalPartitionLog.append` returns, the batch is in the OS page cache,
+so a process kill loses nothing. With ``enforce_fsync`` the .log (and the
+.index if it grew) are fdatasync'ed before returning; otherwise once
+``messages_required_to_save`` messages or ``size_of_messages_required_to_save``
+bytes were appended since the last sync, and when a segment is sealed.
+
+One writer per partition: the object is not thread-safe.
+"""
+
+from __future__ import annotations
+
+import os
+from bisect import bisect_right
+from collections import OrderedDict
+
+from headwater.storage.api import OffsetMismatch, SegmentInfo, SegmentPolicy, StorageError
+
+from .recovery import RecoveryReport, recover_partition
+from .retention import segments_to_delete
+from .segment import MIN_BATCH_SIZE, Segment, fsync_dir, unpack_header
+
+OPEN_SEALED_SEGMENTS = 4
+"""Sealed segments kept open (fd + index in memory) per partition; older ones reopen on demand."""
+
+
+class LocalPartitionLog:
+    """The local-disk :class:`~headwater.storage.api.PartitionLog`.
+
+    Open with :meth:`open` (runs recovery). ``recovery`` holds what recovery
+    did, for the caller to log.
+    """
+
+    def __init__(self, directory: str, policy: SegmentPolicy, segments: list[Segment], recovery: RecoveryReport):
+        self.directory = directory
+        self.policy = policy
+        self.recovery = recovery
+        self._segments = segments
+        self._open_sealed: OrderedDict[int, Segment] = OrderedDict()
+        self._sealed_bytes = sum(s.size for s in segments[:-1])
+        self._unsynced_messages = 0
+        self._unsynced_bytes = 0
+        self._closed = False
+
+    @classmethod
+    def open(cls, directory: str, policy: SegmentPolicy) -> "LocalPartitionLog":
+        """Open the log in ``directory`` (created if absent), recovering existing files.
+
+        Raises CorruptSegment when recovery refuses the partition (see
+        :mod:`.recovery`), OSError on I/O failure.
+        """
+        os.makedirs(directory, exist_ok=True)
+        report = recover_partition(directory, policy.index_interval_bytes)
+        segments = [
+            Segment(directory, r.start_offset, r.end_offset, r.size, r.max_timestamp_us, policy.index_interval_bytes)
+            for r in report.segments
+        ]
+        prealloc = policy.segment_size if policy.preallocate_segments else 0
+        if segments:
+            segments[-1].activate(prealloc)
+        else:
+            segments.append(Segment.create(directory, 0, policy.index_interval_bytes, prealloc))
+        return cls(directory, policy, segments, report)
+
+    # -- properties ----------------------------------------------------------
+
+    @property
+    def log_start_offset(self) -> int:
+        """The first offset still stored (moves with retention and segment deletion)."""
+        return self._segments[0].start_offset
+
+    @property
+    def next_offset(self) -> int:
+        """The offset the next appended message gets."""
+        return self._segments[-1].end_offset
+
+    @property
+    def size_bytes(self) -> int:
+        """Bytes of whole batches in all segments."""
+        return self._sealed_bytes + self._segments[-1].size
+
+    def set_policy(self, policy: SegmentPolicy) -> None:
+        """Swap the policy (e.g. after an UpdateTopic changed expiry or size caps).
+        Applies to later appends, reads and retention; existing segments stay."""
+        self.policy = policy
+
+    # -- writes --------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StorageError(f"{self.directory}: partition log is closed")
+
+    def append(self, batch: bytes | bytearray | memoryview) -> None:
+        """Append one stamped batch at ``next_offset``.
+
+        Checks only what storage relies on (admission verified the batch):
+        ``base_offset`` (bytes 8..16) equals ``next_offset``, ``batch_length``
+        (32..40) equals ``len(batch)``, ``message_count`` (48..52) is nonzero.
+        Raises OffsetMismatch, StorageError (malformed header, closed log, or
+        write failure, after which the log is as before the call).
+        """
+        self._check_open()
+        length = len(batch)
+        if length < MIN_BATCH_SIZE:
+            raise StorageError(f"batch of {length} bytes is shorter than a header and one frame")
+        base_offset, base_ts, batch_length, count = unpack_header(batch, 0)
+        active = self._segments[-1]
+        if base_offset != active.end_offset:
+            raise OffsetMismatch(f"batch base_offset {base_offset} != next offset {active.end_offset}")
+        if batch_length != length or count == 0:
+            raise StorageError(f"batch_length {batch_length} / message_count {count} for {length} bytes")
+        active.append(batch, base_offset, base_ts, count)
+        policy = self.policy
+        if policy.enforce_fsync:
+            active.sync()
+        else:
+            self._unsynced_messages += count
+            self._unsynced_bytes += length
+            if (
+                self._unsynced_messages >= policy.messages_required_to_save
+                or self._unsynced_bytes >= policy.size_of_messages_required_to_save
+            ):
+                self.sync()
+        if active.size >= policy.segment_size:
+            self._rotate()
+
+    def _rotate(self) -> None:
+        active = self._segments[-1]
+        active.seal()  # syncs it
+        self._sealed_bytes += active.size
+        self._unsynced_messages = self._unsynced_bytes = 0
+        prealloc = self.policy.segment_size if self.policy.preallocate_segments else 0
+        self._segments.append(
+            Segment.create(self.directory, active.end_offset, self.policy.index_interval_bytes, prealloc)
+        )
+
+    def sync(self) -> None:
+        """fdatasync the active segment's .log and .index (sealed ones were synced when sealed)."""
+        self._check_open()
+        self._segments[-1].sync()
+        self._unsynced_messages = self._unsynced_bytes = 0
+
+    # -- reads ---------------------------------------------------------------
+
+    def _touch(self, seg: Segment) -> None:
+        """Keep at most OPEN_SEALED_SEGMENTS sealed segments open (LRU)."""
+        if not seg.sealed:
+            return
+        key = seg.start_offset
+        cache = self._open_sealed
+        if key in cache:
+            cache.move_to_end(key)
+            return
+        cache[key] = seg
+        while len(cache) > OPEN_SEALED_SEGMENTS:
+            _, old = cache.popitem(last=False)
+            old.release()
+
+    def _find(self, offset: int) -> int:
+        """Index of the segment whose range starts at or below ``offset`` (0 if none)."""
+        return max(0, bisect_right(self._segments, offset, key=lambda s: s.start_offset) - 1)
+
+    def read(self, start_offset: int, max_messages: int, max_bytes: int) -> list[memoryview]:
+        """Whole stored batches holding offsets >= ``start_offset``, oldest first.
+
+        The first batch may begin before ``start_offset``; a start below
+        ``log_start_offset`` reads from the log start. Stops once offsets
+        ``start_offset .. start_offset + max_messages - 1`` are covered, or
+        before a batch that would take the total past ``max_bytes``; the first
+        batch is always returned when one exists. Each item is a read-only
+        memoryview of one batch read with ``os.pread``. With
+        ``validate_checksum`` each batch is re-verified (``batch.verify``).
+        Raises CorruptSegment (file and byte position in the message).
+        """
+        self._check_open()
+        out: list[memoryview] = []
+        if start_offset >= self.next_offset:
+            return out
+        start_offset = max(start_offset, self.log_start_offset)
+        stop_offset = start_offset + max(1, max_messages)
+        validate = self.policy.validate_checksum
+        taken = 0
+        segments = self._segments
+        for i in range(self._find(start_offset), len(segments)):
+            seg = segments[i]
+            if seg.size == 0 or seg.end_offset <= start_offset:
+                continue
+            self._touch(seg)
+            used, done = seg.read(start_offset, stop_offset, max_bytes - taken, not out, validate, out)
+            taken += used
+            if done:
+                break
+        return out
+
+    def offset_for_timestamp(self, timestamp_us: int) -> int | None:
+        """base_offset of the first batch whose base_timestamp >= ``timestamp_us``, or None.
+
+        Assumes base timestamps do not decrease along the log (segments are
+        picked by their newest timestamp, batches by the sparse index).
+        """
+        self._check_open()
+        for seg in self._segments:
+            if seg.size == 0 or seg.max_timestamp_us < timestamp_us:
+                continue
+            self._touch(seg)
+            found = seg.offset_for_timestamp(timestamp_us)
+            if found is not None:
+                return found
+        return None
+
+    def segments(self) -> list[SegmentInfo]:
+        """The segments, oldest first; the last is the active one."""
+        return [s.info() for s in self._segments]
+
+    # -- deletion ------------------------------------------------------------
+
+    def delete_oldest_segments(self, count: int) -> int:
+        """Delete up to ``count`` oldest sealed segments; returns how many were deleted.
+        ``log_start_offset`` becomes the first remaining segment's start."""
+        self._check_open()
+        n = max(0, min(count, len(self._segments) - 1))
+        if n == 0:
+            return 0
+        for seg in self._segments[:n]:
+            self._open_sealed.pop(seg.start_offset, None)
+            seg.delete()
+            self._sealed_bytes -= seg.size
+        del self._segments[:n]
+        fsync_dir(self.directory)
+        return n
+
+    def apply_retention(self, now_us: int) -> int:
+        """Delete sealed segments past the policy's expiry or size budget (see
+        :mod:`.retention`); ``now_us`` is the current time in µs. Returns the count."""
+        self._check_open()
+        return self.delete_oldest_segments(segments_to_delete(self.segments(), self.policy, now_us))
+
+    def purge(self) -> None:
+        """Delete every segment and start again empty at offset 0.
+
+        Segments go oldest first, so a crash midway leaves a consistent log
+        that merely starts later.
+        """
+        self._check_open()
+        for seg in self._segments:
+            seg.delete()
+        self._open_sealed.clear()
+        self._segments = []
+        fsync_dir(self.directory)
+        prealloc = self.policy.segment_size if self.policy.preallocate_segments else 0
+        self._segments.append(Segment.create(self.directory, 0, self.policy.index_interval_bytes, prealloc))
+        self._sealed_bytes = 0
+        self._unsynced_messages = self._unsynced_bytes = 0
+
+    def truncate(self, offset: int) -> None:
+        """Drop every message at or after ``offset``; the batch holding ``offset``
+        goes whole, so ``next_offset`` becomes that batch's base_offset.
+
+        Later segments are deleted; the segment holding the cut is shortened
+        (files really cut and synced) and becomes the active one. An offset at
+        or past ``next_offset`` changes nothing; one below ``log_start_offset``
+        empties the log, which then restarts at ``log_start_offset``.
+        """
+        self._check_open()
+        if offset >= self.next_offset:
+            return
+        offset = max(offset, self.log_start_offset)
+        i = self._find(offset)
+        seg = self._segments[i]
+        position, cut_offset, max_ts = seg.cut_point(offset)
+        for later in reversed(self._segments[i + 1 :]):  # newest first: a crash leaves a shorter log
+            self._open_sealed.pop(later.start_offset, None)
+            later.delete()
+        del self._segments[i + 1 :]
+        self._open_sealed.pop(seg.start_offset, None)
+        seg.truncate(position, cut_offset, max_ts)
+        if seg.sealed:
+            seg.activate(0)
+        self._sealed_bytes = sum(s.size for s in self._segments[:-1])
+        self._unsynced_messages = self._unsynced_bytes = 0
+        fsync_dir(self.directory)
+
+    def close(self) -> None:
+        """Sync and close files; the object is unusable afterwards (StorageError)."""
+        if self._closed:
+            return
+        try:
+            self._segments[-1].sync()
+        finally:
+            for seg in self._segments:
+                seg.release()
+            self._open_sealed.clear()
+            self._closed = True

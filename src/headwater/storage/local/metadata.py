@@ -1,0 +1,247 @@
+"""A durable key -> JSON map: an append-only journal plus an atomic snapshot.
+
+Files, for a store named ``<name>`` in a directory (``<data>/metadata/``)::
+
+    <name>.journal   header, then records appended one per put / put_many
+    <name>.snapshot  header, then one record holding the whole map
+
+    header (16 bytes): magic (8 bytes: b"HWJRNL\\x00\\x01" or b"HWSNAP\\x00\\x01"),
+                       generation u64 LE
+    record: length u32 LE | crc32 u32 LE (zlib.crc32 of the payload) | payload
+    payload: UTF-8 JSON object {key: value}; a null value deletes the key
+
+A put is written with ``os.pwrite`` and ``os.fdatasync``'ed before it
+returns; a ``put_many`` is one record, so it survives a crash whole or not at
+all. Loading reads the snapshot, then replays the journal if it has the same
+generation (an older journal was already folded into the snapshot). A torn
+final record (short, or failing its crc while ending exactly at the end of
+the file) is ignored and cut; a bad record with more data after it raises
+CorruptMetadata. Compaction writes ``<name>.snapshot.tmp``, fsyncs, renames,
+then starts an empty journal of the next generation the same way, fsyncing
+the directory after each rename; it runs once the journal outgrows both
+``compact_bytes`` and the snapshot.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import struct
+import zlib
+from typing import Any
+
+from headwater.storage.api import StorageError
+
+from .segment import fsync_dir, pread_exact, pwrite_all
+
+JOURNAL_MAGIC = b"HWJRNL\x00\x01"
+SNAPSHOT_MAGIC = b"HWSNAP\x00\x01"
+_FILE_HEADER = struct.Struct("<8sQ")
+_RECORD_HEADER = struct.Struct("<II")
+HEADER_SIZE = _FILE_HEADER.size
+DEFAULT_COMPACT_BYTES = 1 << 20
+
+
+class CorruptMetadata(StorageError):
+    """A metadata file is damaged beyond a torn final record (fail closed)."""
+
+
+def _encode_record(items: dict[str, Any]) -> tuple[bytes, bytes]:
+    for key in items:
+        if not isinstance(key, str):
+            raise TypeError(f"metadata keys are str, got {type(key).__name__}")
+    payload = json.dumps(items, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
+    return _RECORD_HEADER.pack(len(payload), zlib.crc32(payload)) + payload, payload
+
+
+def _read_file(path: str) -> bytes | None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    try:
+        return pread_exact(fd, os.fstat(fd).st_size, 0)
+    finally:
+        os.close(fd)
+
+
+def _write_atomically(directory: str, path: str, data: bytes) -> None:
+    tmp = path + ".tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        pwrite_all(fd, data, 0)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    fsync_dir(directory)
+
+
+class LocalMetadataStore:
+    """The local :class:`~headwater.storage.api.MetadataStore` (see module doc)."""
+
+    def __init__(self, directory: str, name: str, compact_bytes: int = DEFAULT_COMPACT_BYTES):
+        """Open (creating if absent) the store ``name`` in ``directory`` and replay it.
+
+        Raises CorruptMetadata, OSError.
+        """
+        self.directory = directory
+        self.name = name
+        self.compact_bytes = compact_bytes
+        self.journal_path = os.path.join(directory, name + ".journal")
+        self.snapshot_path = os.path.join(directory, name + ".snapshot")
+        self.torn_bytes = 0
+        """Bytes of a torn final journal record cut at load (0 normally)."""
+        os.makedirs(directory, exist_ok=True)
+        for leftover in (self.journal_path + ".tmp", self.snapshot_path + ".tmp"):
+            if os.path.exists(leftover):
+                os.unlink(leftover)
+        self._state: dict[str, Any] = {}
+        self._generation = 0
+        self._snapshot_size = 0
+        self._fd: int | None = None
+        self._journal_size = 0
+        self._load()
+
+    # -- loading ---------------------------------------------------------------
+
+    def _load(self) -> None:
+        snapshot = _read_file(self.snapshot_path)
+        if snapshot is not None:
+            self._generation = self._check_header(snapshot, SNAPSHOT_MAGIC, self.snapshot_path)
+            records, end, torn = self._records(snapshot, self.snapshot_path)
+            if torn or len(records) != 1 or end != len(snapshot):
+                raise CorruptMetadata(f"{self.snapshot_path}: not exactly one whole record")
+            self._state = records[0]
+            self._snapshot_size = len(snapshot)
+        journal = _read_file(self.journal_path)
+        fresh = journal is None or len(journal) < HEADER_SIZE
+        if not fresh:
+            generation = self._check_header(journal, JOURNAL_MAGIC, self.journal_path)
+            if generation > self._generation:
+                raise CorruptMetadata(
+                    f"{self.journal_path}: generation {generation} is newer than the snapshot's "
+                    f"{self._generation}"
+                )
+            fresh = generation < self._generation  # already folded into the snapshot
+        if fresh:
+            self._new_journal()
+            return
+        records, end, torn = self._records(journal, self.journal_path)
+        for items in records:
+            self._apply(items)
+        self._fd = os.open(self.journal_path, os.O_RDWR)
+        if end < len(journal):
+            self.torn_bytes = len(journal) - end
+            os.ftruncate(self._fd, end)
+            os.fsync(self._fd)
+        self._journal_size = end
+
+    def _check_header(self, data: bytes, magic: bytes, path: str) -> int:
+        if len(data) < HEADER_SIZE:
+            raise CorruptMetadata(f"{path}: shorter than its {HEADER_SIZE}-byte header")
+        found, generation = _FILE_HEADER.unpack_from(data, 0)
+        if found != magic:
+            raise CorruptMetadata(f"{path}: bad magic {found!r}")
+        return generation
+
+    def _records(self, data: bytes, path: str) -> tuple[list[dict[str, Any]], int, bool]:
+        """Decode records after the header: (records, end of the last whole one, torn?)."""
+        out = []
+        pos = HEADER_SIZE
+        size = len(data)
+        view = memoryview(data)
+        while pos < size:
+            if size - pos < _RECORD_HEADER.size:
+                return out, pos, True
+            length, crc = _RECORD_HEADER.unpack_from(data, pos)
+            end = pos + _RECORD_HEADER.size + length
+            if end > size:
+                return out, pos, True
+            payload = view[pos + _RECORD_HEADER.size : end]
+            if zlib.crc32(payload) != crc:
+                if end == size:
+                    return out, pos, True
+                raise CorruptMetadata(f"{path}: record at byte {pos} fails its crc32")
+            try:
+                items = json.loads(bytes(payload))
+            except ValueError as exc:
+                raise CorruptMetadata(f"{path}: record at byte {pos} is not JSON: {exc}") from exc
+            if not isinstance(items, dict):
+                raise CorruptMetadata(f"{path}: record at byte {pos} is not a JSON object")
+            out.append(items)
+            pos = end
+        return out, pos, False
+
+    def _apply(self, items: dict[str, Any]) -> None:
+        state = self._state
+        for key, value in items.items():
+            if value is None:
+                state.pop(key, None)
+            else:
+                state[key] = value
+
+    def _new_journal(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        _write_atomically(self.directory, self.journal_path, _FILE_HEADER.pack(JOURNAL_MAGIC, self._generation))
+        self._fd = os.open(self.journal_path, os.O_RDWR)
+        self._journal_size = HEADER_SIZE
+
+    # -- the MetadataStore interface -----------------------------------------
+
+    def load(self) -> dict[str, Any]:
+        """Every key and value, as last stored (a deep copy)."""
+        return copy.deepcopy(self._state)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """One value (a deep copy), or ``default``."""
+        return copy.deepcopy(self._state.get(key, default))
+
+    def put(self, key: str, value: Any | None) -> None:
+        """Store ``value`` under ``key`` (None deletes); durable when it returns.
+
+        Raises TypeError / ValueError for a value JSON cannot encode, StorageError
+        on a failed write (the journal is then as before the call).
+        """
+        self.put_many({key: value})
+
+    def put_many(self, items: dict[str, Any | None]) -> None:
+        """Several puts in one journal record: all or none survive a crash."""
+        if self._fd is None:
+            raise StorageError(f"{self.journal_path}: metadata store is closed")
+        if not items:
+            return
+        record, payload = _encode_record(items)
+        position = self._journal_size
+        try:
+            pwrite_all(self._fd, record, position)
+            os.fdatasync(self._fd)
+        except OSError as exc:
+            try:
+                os.ftruncate(self._fd, position)
+            except OSError:
+                pass
+            raise StorageError(f"{self.journal_path}: write failed: {exc}") from exc
+        self._journal_size = position + len(record)
+        self._apply(json.loads(payload))
+        if self._journal_size > max(self.compact_bytes, self._snapshot_size):
+            self.compact()
+
+    def compact(self) -> None:
+        """Fold the journal into a new snapshot and start an empty journal."""
+        if self._fd is None:
+            raise StorageError(f"{self.journal_path}: metadata store is closed")
+        record, _ = _encode_record(self._state)
+        snapshot = _FILE_HEADER.pack(SNAPSHOT_MAGIC, self._generation + 1) + record
+        _write_atomically(self.directory, self.snapshot_path, snapshot)
+        self._generation += 1
+        self._snapshot_size = len(snapshot)
+        self._new_journal()
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None

@@ -1,0 +1,255 @@
+"""Boot-time recovery of one partition directory: cut torn tails, rebuild indexes.
+
+Source: Iggy ``server/storage-engine.mdx``, "Boot-time segment recovery".
+Runs on existing files before a partition log is served:
+
+1. Sweep leftovers: ``*.staging`` files and orphan ``.index`` files (an index
+   without its ``.log``) are deleted. A ``.log`` is never deleted.
+2. Per segment, oldest first, read the ``.index`` (format in
+   :mod:`.index`). An entry whose position is at or past the end of the
+   ``.log`` (or names a zero, never-written header in a preallocated file)
+   cannot be reconciled: raise CorruptSegment and refuse the partition
+   rather than serve bytes that were never written.
+3. A missing index, one whose length is not a multiple of 24, or one whose
+   entries are not strictly increasing is rebuilt by walking the whole log.
+   Otherwise the newest entry whose batch is whole and verifies is found
+   (entries naming torn batches are dropped) and the log is walked from it.
+4. The walk checks every batch: header complete, ``batch_length`` inside the
+   file, ``base_offset`` continuing the previous batch, ``batch.verify``.
+   The first batch failing any check ends the valid data (a zero
+   ``batch_length`` is the clean end of a preallocated file); the file is cut
+   there (index first, then log, so no entry ever names missing bytes).
+5. Segments must not overlap in offsets (a gap is tolerated: reads skip it).
+
+Only the tail after the newest good index entry is re-verified at boot;
+damage at rest further back is caught by verified reads (fail closed).
+"""
+
+from __future__ import annotations
+
+import os
+from array import array
+from dataclasses import dataclass, field
+
+from headwater.codec import batch as codec_batch
+from headwater.codec.batch import BATCH_HEADER_SIZE
+from headwater.storage.api import CorruptSegment
+
+from .index import ENTRY_SIZE, decode_entries, is_well_formed, read_index_file, write_index_file
+from .segment import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    MIN_BATCH_SIZE,
+    ChunkReader,
+    fsync_dir,
+    parse_segment_name,
+    segment_name,
+    unpack_header,
+)
+
+_WALK_CHUNK = 1 << 20
+
+
+@dataclass(slots=True)
+class RecoveredSegment:
+    """What recovery learnt about one segment."""
+
+    start_offset: int
+    end_offset: int
+    size: int  # bytes of whole valid batches (the .log is cut to this)
+    max_timestamp_us: int
+    truncated_bytes: int  # bytes of torn or invalid data cut from the end of the .log
+    zero_bytes: int  # bytes of never-written (preallocated) zeros cut from the end of the .log
+    stop_reason: str  # why the walk ended: "end", "zeros", "partial header", "verify failed: ..."
+    index_rebuilt: bool  # the .index was missing or malformed and was rebuilt from the log
+    index_rewritten: bool  # the .index was rewritten (rebuilt, or torn entries dropped / added)
+
+
+@dataclass(slots=True)
+class RecoveryReport:
+    """What recovery did to one partition directory (for the broker to log)."""
+
+    directory: str
+    segments: list[RecoveredSegment] = field(default_factory=list)
+    removed_files: list[str] = field(default_factory=list)
+
+    @property
+    def truncated_bytes(self) -> int:
+        return sum(s.truncated_bytes for s in self.segments)
+
+    @property
+    def rebuilt_indexes(self) -> int:
+        return sum(1 for s in self.segments if s.index_rebuilt)
+
+
+def recover_partition(directory: str, index_interval_bytes: int) -> RecoveryReport:
+    """Recover every segment in ``directory`` (which must exist).
+
+    Returns the report; segments are listed oldest first. Raises
+    CorruptSegment when an index entry points past the end of its log or two
+    segments overlap in offsets. OSError propagates.
+    """
+    report = RecoveryReport(directory)
+    names = os.listdir(directory)
+    logs = sorted(s for s in (parse_segment_name(n, LOG_SUFFIX) for n in names) if s is not None)
+    log_set = set(logs)
+    for name in names:
+        start = parse_segment_name(name, INDEX_SUFFIX)
+        if name.endswith(".staging") or (start is not None and start not in log_set):
+            os.unlink(os.path.join(directory, name))
+            report.removed_files.append(name)
+    changed = bool(report.removed_files)
+    previous: RecoveredSegment | None = None
+    for start in logs:
+        seg = recover_segment(directory, start, index_interval_bytes)
+        if previous is not None and seg.start_offset < previous.end_offset:
+            raise CorruptSegment(
+                f"{os.path.join(directory, segment_name(start) + LOG_SUFFIX)}: starts at offset "
+                f"{start} but the previous segment ends at {previous.end_offset} (overlap)"
+            )
+        report.segments.append(seg)
+        changed = changed or seg.index_rewritten
+        previous = seg
+    if changed:
+        fsync_dir(directory)
+    return report
+
+
+class _Walk:
+    """Result of walking a log from a position."""
+
+    __slots__ = ("end", "expected", "max_ts", "reason")
+
+    def __init__(self, end: int, expected: int, max_ts: int, reason: str):
+        self.end = end
+        self.expected = expected
+        self.max_ts = max_ts
+        self.reason = reason
+
+
+def _check_batch(reader: ChunkReader, position: int, file_size: int):
+    """Examine the batch at ``position``: returns ("ok", header fields, view),
+    ("zeros", None, None), or (reason, None, None) when torn or invalid."""
+    head = reader.view(position, BATCH_HEADER_SIZE)
+    if len(head) >= 40 and not any(head[32:40]):
+        return "zeros", None, None
+    if len(head) < BATCH_HEADER_SIZE:
+        return "partial header", None, None
+    fields = unpack_header(head, 0)
+    length = fields[2]
+    if length < MIN_BATCH_SIZE or fields[3] == 0:
+        return f"bad batch_length {length} / message_count {fields[3]}", None, None
+    if position + length > file_size:
+        return "partial batch", None, None
+    view = reader.view(position, length)
+    try:
+        codec_batch.verify(view)
+    except Exception as exc:  # any codec error means these are not the bytes written
+        return f"verify failed: {exc}", None, None
+    return "ok", fields, view
+
+
+def _walk(
+    reader: ChunkReader,
+    file_size: int,
+    position: int,
+    expected: int,
+    entries: array,
+    interval: int,
+) -> tuple[_Walk, bool]:
+    """Walk and verify batches from ``position``; add sparse index entries for
+    batches past the last entry. Returns the walk and whether entries were added."""
+    last_indexed = entries[-1] if entries else -1
+    added = False
+    max_ts = 0
+    reason = "end"
+    while position < file_size:
+        status, fields, _ = _check_batch(reader, position, file_size)
+        if status != "ok":
+            reason = status
+            break
+        base_offset, base_ts, length, count = fields
+        if base_offset != expected:
+            reason = f"base_offset {base_offset}, expected {expected}"
+            break
+        if position > last_indexed and (last_indexed < 0 or position - last_indexed >= interval):
+            entries.extend((base_offset, base_ts, position))
+            last_indexed = position
+            added = True
+        if base_ts > max_ts:
+            max_ts = base_ts
+        expected = base_offset + count
+        position += length
+    return _Walk(position, expected, max_ts, reason), added
+
+
+def recover_segment(directory: str, start_offset: int, index_interval_bytes: int) -> RecoveredSegment:
+    """Recover one segment's ``.log`` and ``.index`` in place (see module doc).
+
+    Raises CorruptSegment when an index entry points past the end of the log.
+    """
+    stem = os.path.join(directory, segment_name(start_offset))
+    log_path, index_path = stem + LOG_SUFFIX, stem + INDEX_SUFFIX
+    fd = os.open(log_path, os.O_RDWR)
+    try:
+        file_size = os.fstat(fd).st_size
+        raw = read_index_file(index_path)
+        entries = decode_entries(raw) if raw is not None else array("Q")
+        count = len(entries) // 3
+        if count and max(entries[2::3]) >= file_size:
+            i = next(i for i in range(count) if entries[3 * i + 2] >= file_size)
+            position = entries[3 * i + 2]
+            raise CorruptSegment(
+                f"{index_path}: entry {i} (offset {entries[3 * i]}) points at byte {position}, "
+                f"past the end of {log_path} ({file_size} bytes); refusing to open the partition"
+            )
+        rebuild = raw is None or len(raw) % ENTRY_SIZE != 0 or not is_well_formed(entries, start_offset)
+        reader = ChunkReader(fd, file_size, _WALK_CHUNK)
+        dropped = False
+        position, expected = 0, start_offset
+        if not rebuild:
+            k = count - 1
+            while k >= 0:
+                off, ts, pos = entries[3 * k], entries[3 * k + 1], entries[3 * k + 2]
+                status, fields, _ = _check_batch(reader, pos, file_size)
+                if status == "zeros":
+                    raise CorruptSegment(
+                        f"{index_path}: entry {k} (offset {off}) points at byte {pos} of {log_path}, "
+                        "where no batch was ever written; refusing to open the partition"
+                    )
+                if status == "ok":
+                    if fields[0] != off or fields[1] != ts:
+                        rebuild = True  # the index describes another log: trust the log
+                    else:
+                        position, expected = pos, off
+                    break
+                k -= 1  # the entry names a torn batch: drop it, try the one before
+            if not rebuild and k < count - 1:
+                del entries[3 * (k + 1) :]
+                dropped = True
+        if rebuild:
+            entries = array("Q")
+            position, expected = 0, start_offset
+        walk, added = _walk(reader, file_size, position, expected, entries, index_interval_bytes)
+        rewrite = rebuild or dropped or added
+        if rewrite:
+            write_index_file(index_path, entries)  # before the log cut: no entry past the end
+        cut = file_size - walk.end
+        if cut:
+            os.ftruncate(fd, walk.end)
+            os.fsync(fd)
+        zeros = walk.reason == "zeros"
+        max_ts = max(walk.max_ts, max(entries[1::3], default=0))
+        return RecoveredSegment(
+            start_offset=start_offset,
+            end_offset=walk.expected,
+            size=walk.end,
+            max_timestamp_us=max_ts,
+            truncated_bytes=0 if zeros else cut,
+            zero_bytes=cut if zeros else 0,
+            stop_reason=walk.reason,
+            index_rebuilt=rebuild,
+            index_rewritten=rewrite,
+        )
+    finally:
+        os.close(fd)

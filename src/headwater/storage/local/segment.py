@@ -1,0 +1,446 @@
+"""One segment: a ``.log`` of whole stamped batches plus its sparse ``.index``.
+
+Source: Iggy ``server/storage-engine.mdx`` ("Segmented log", "On-disk batch
+format"). File name: the segment's first offset, zero-padded to 20 digits
+(``00000000000000001000.log``). Content: stamped batches back to back, each
+byte-identical to the wire (see :mod:`headwater.codec.batch`)::
+
+    [batch 0: batch_length bytes][batch 1]...[batch n-1]
+    batch = [256-byte header][frames]; header bytes 8..16 base_offset (u64 LE),
+    16..24 base_timestamp (u64 LE, µs), 32..40 batch_length (u64 LE),
+    48..52 message_count (u32 LE)
+
+Batch k+1's base_offset is batch k's base_offset + message_count. A
+preallocated segment has zero bytes after its data: a header whose
+batch_length is zero marks the end. Writes are ``os.pwrite`` at the end of
+the data; reads are ``os.pread`` into one buffer sliced into memoryviews.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import struct
+from array import array
+
+from headwater.codec import batch as codec_batch
+from headwater.codec.batch import BATCH_HEADER_SIZE
+from headwater.storage.api import CorruptSegment, SegmentInfo, StorageError
+
+from .index import SegmentIndex, decode_entries, read_index_file
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+NAME_DIGITS = 20
+MIN_BATCH_SIZE = BATCH_HEADER_SIZE + 48
+"""A batch holds at least one 48-byte frame header."""
+
+# base_offset @8, base_timestamp @16, (origin @24), batch_length @32, (checksum @40), count @48
+_HEADER_FIELDS = struct.Struct("<8xQQ8xQ8xI")
+_CHUNK_MIN = 64 * 1024
+_CHUNK_MAX = 16 * 1024 * 1024
+
+unpack_header = _HEADER_FIELDS.unpack_from
+"""``unpack_header(buf, pos) -> (base_offset, base_timestamp_us, batch_length, message_count)``."""
+
+
+def segment_name(start_offset: int) -> str:
+    """``{start_offset:020d}``: the stem shared by a segment's .log and .index."""
+    return f"{start_offset:0{NAME_DIGITS}d}"
+
+
+def parse_segment_name(file_name: str, suffix: str) -> int | None:
+    """The start offset a ``{20 digits}{suffix}`` file name encodes, else None."""
+    if not file_name.endswith(suffix):
+        return None
+    stem = file_name[: -len(suffix)]
+    if len(stem) != NAME_DIGITS or not stem.isdigit():
+        return None
+    return int(stem)
+
+
+class ChunkReader:
+    """Windowed ``os.pread`` over ``[0, end)`` of a file: :meth:`view` returns a
+    memoryview of the requested range, reading a new chunk only when the range
+    is not inside the current one. Returned views stay valid (each chunk is an
+    immutable ``bytes``)."""
+
+    __slots__ = ("fd", "end", "chunk_bytes", "_buf", "_start")
+
+    def __init__(self, fd: int, end: int, chunk_bytes: int = 1 << 20):
+        self.fd = fd
+        self.end = end
+        self.chunk_bytes = chunk_bytes
+        self._buf = b""
+        self._start = 0
+
+    def view(self, position: int, length: int) -> memoryview:
+        """Bytes ``[position, position + length)``, shorter only where ``end`` cuts it."""
+        start = self._start
+        if start <= position and position + length <= start + len(self._buf):
+            rel = position - start
+            return memoryview(self._buf)[rel : rel + length]
+        want = min(max(length, self.chunk_bytes), self.end - position)
+        self._buf = pread_exact(self.fd, max(want, 0), position)
+        self._start = position
+        return memoryview(self._buf)[:length]
+
+
+def pread_exact(fd: int, length: int, position: int) -> bytes:
+    """``os.pread`` until ``length`` bytes or end of file."""
+    data = os.pread(fd, length, position)
+    if len(data) == length or not data:
+        return data
+    parts = [data]
+    got = len(data)
+    while got < length:
+        more = os.pread(fd, length - got, position + got)
+        if not more:
+            break
+        parts.append(more)
+        got += len(more)
+    return b"".join(parts)
+
+
+def pwrite_all(fd: int, data: bytes | bytearray | memoryview, position: int) -> None:
+    """``os.pwrite`` until every byte is written."""
+    view = memoryview(data)
+    while view:
+        n = os.pwrite(fd, view, position)
+        view = view[n:]
+        position += n
+
+
+def fsync_dir(path: str) -> None:
+    """fsync a directory so entries created, renamed or removed in it are durable."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def preallocate(fd: int, size: int) -> None:
+    """``os.posix_fallocate(fd, 0, size)``; silently skipped where unsupported."""
+    try:
+        os.posix_fallocate(fd, 0, size)
+    except OSError as exc:  # pragma: no cover - depends on the filesystem
+        if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
+            raise
+
+
+class Segment:
+    """One segment's state and files.
+
+    ``size`` is the byte length of its whole batches (a preallocated file is
+    longer on disk); ``end_offset`` is one past its last offset. The active
+    segment keeps its .log and .index open for writing; a sealed one opens
+    them on demand (:meth:`acquire`) and drops them again (:meth:`release`).
+    """
+
+    __slots__ = (
+        "directory",
+        "start_offset",
+        "end_offset",
+        "size",
+        "max_timestamp_us",
+        "sealed",
+        "log_path",
+        "index_path",
+        "index_interval_bytes",
+        "index_dirty",
+        "_fd",
+        "_index",
+        "_file_size",
+    )
+
+    def __init__(
+        self,
+        directory: str,
+        start_offset: int,
+        end_offset: int,
+        size: int,
+        max_timestamp_us: int,
+        index_interval_bytes: int,
+    ):
+        self.directory = directory
+        self.start_offset = start_offset
+        self.end_offset = end_offset
+        self.size = size
+        self.max_timestamp_us = max_timestamp_us
+        self.sealed = True
+        stem = os.path.join(directory, segment_name(start_offset))
+        self.log_path = stem + LOG_SUFFIX
+        self.index_path = stem + INDEX_SUFFIX
+        self.index_interval_bytes = index_interval_bytes
+        self.index_dirty = False
+        self._fd: int | None = None
+        self._index: SegmentIndex | None = None
+        self._file_size = size
+
+    # -- lifecycle -----------------------------------------------------------
+
+    @classmethod
+    def create(
+        cls, directory: str, start_offset: int, index_interval_bytes: int, preallocate_bytes: int
+    ) -> "Segment":
+        """Create empty ``.log`` and ``.index`` files for a new active segment and
+        fsync the directory. ``preallocate_bytes`` > 0 reserves that many log bytes.
+
+        Raises StorageError if the files already exist.
+        """
+        seg = cls(directory, start_offset, start_offset, 0, 0, index_interval_bytes)
+        flags = os.O_RDWR | os.O_CREAT | os.O_EXCL
+        try:
+            seg._fd = os.open(seg.log_path, flags, 0o644)
+            index_fd = os.open(seg.index_path, flags, 0o644)
+        except FileExistsError as exc:
+            if seg._fd is not None:
+                os.close(seg._fd)
+            raise StorageError(f"segment file already exists: {exc.filename}") from exc
+        seg._index = SegmentIndex(seg.index_path, array("Q"), index_fd, index_interval_bytes)
+        seg.sealed = False
+        if preallocate_bytes > 0:
+            preallocate(seg._fd, preallocate_bytes)
+            seg._file_size = os.fstat(seg._fd).st_size
+        fsync_dir(directory)
+        return seg
+
+    def activate(self, preallocate_bytes: int) -> None:
+        """Open an existing (recovered) segment for appending: it becomes the
+        active one. Extends a preallocation if asked."""
+        self.release()
+        self._fd = os.open(self.log_path, os.O_RDWR)
+        index_fd = os.open(self.index_path, os.O_RDWR | os.O_CREAT, 0o644)
+        raw = read_index_file(self.index_path) or b""
+        self._index = SegmentIndex(self.index_path, decode_entries(raw), index_fd, self.index_interval_bytes)
+        self.sealed = False
+        self._file_size = os.fstat(self._fd).st_size
+        if preallocate_bytes > self._file_size:
+            preallocate(self._fd, preallocate_bytes)
+            self._file_size = os.fstat(self._fd).st_size
+
+    def acquire(self) -> None:
+        """Make sure the log is open and the index loaded (sealed segments load lazily)."""
+        if self._fd is None:
+            self._fd = os.open(self.log_path, os.O_RDONLY)
+        if self._index is None:
+            raw = read_index_file(self.index_path) or b""
+            self._index = SegmentIndex(self.index_path, decode_entries(raw), None, self.index_interval_bytes)
+
+    @property
+    def is_open(self) -> bool:
+        return self._fd is not None
+
+    def release(self) -> None:
+        """Close files and drop the in-memory index (a sealed segment reopens on demand)."""
+        if self._index is not None:
+            self._index.close()
+            self._index = None
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def seal(self) -> None:
+        """Sync, cut any preallocated tail, close the index for writing: read-only from now on."""
+        if self._fd is not None and self._file_size > self.size:
+            os.ftruncate(self._fd, self.size)
+            self._file_size = self.size
+        self.sync()
+        self.sealed = True
+        self.release()
+
+    def delete(self) -> None:
+        """Close and unlink .log, then .index (an orphan index is swept at boot)."""
+        self.release()
+        for path in (self.log_path, self.index_path):
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+
+    def sync(self) -> None:
+        """fdatasync the .log and, when entries were written since, the .index."""
+        if self._fd is not None and not self.sealed:
+            os.fdatasync(self._fd)
+            if self.index_dirty and self._index is not None:
+                self._index.sync()
+            self.index_dirty = False
+
+    def info(self) -> SegmentInfo:
+        return SegmentInfo(self.start_offset, self.end_offset, self.size, self.max_timestamp_us, self.sealed)
+
+    # -- writes --------------------------------------------------------------
+
+    def append(self, data, base_offset: int, base_timestamp_us: int, message_count: int) -> bool:
+        """Write one batch at the end of the data; returns True if an index entry was written.
+
+        The batch goes first, then its index entry, so an entry never names bytes
+        a process kill could lose. On a write error the log is cut back to its
+        previous length and StorageError raised.
+        """
+        position = self.size
+        length = len(data)
+        try:
+            pwrite_all(self._fd, data, position)
+        except OSError as exc:
+            try:
+                os.ftruncate(self._fd, position)
+                self._file_size = position
+            except OSError:
+                pass
+            raise StorageError(f"{self.log_path}: write at byte {position} failed: {exc}") from exc
+        indexed = False
+        if self._index.wants_entry(position):
+            self._index.append(base_offset, base_timestamp_us, position)
+            self.index_dirty = indexed = True
+        self.size = position + length
+        if self.size > self._file_size:
+            self._file_size = self.size
+        self.end_offset = base_offset + message_count
+        if base_timestamp_us > self.max_timestamp_us:
+            self.max_timestamp_us = base_timestamp_us
+        return indexed
+
+    def truncate(self, position: int, end_offset: int, max_timestamp_us: int) -> None:
+        """Cut the log (and index) at ``position``, the start of the first dropped batch.
+
+        The file is really shortened (stale batches past the cut must never come
+        back after a later crash) and synced.
+        """
+        self.acquire()
+        fd = self._fd
+        if self.sealed:  # sealed segments are open read-only
+            os.close(fd)
+            self._fd = fd = os.open(self.log_path, os.O_RDWR)
+        os.ftruncate(fd, position)
+        os.fsync(fd)
+        if self._index.fd is None:
+            self._index.fd = os.open(self.index_path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._index.truncate_to_position(position)
+        os.fsync(self._index.fd)
+        self.size = self._file_size = position
+        self.end_offset = end_offset
+        self.max_timestamp_us = max_timestamp_us
+
+    # -- reads ---------------------------------------------------------------
+
+    def _corrupt(self, position: int, reason: str) -> CorruptSegment:
+        return CorruptSegment(f"{self.log_path}: batch at byte {position}: {reason}")
+
+    def _locate(self, offset: int) -> tuple[int, int]:
+        """(position, base_offset) of the indexed batch to walk from for ``offset``."""
+        floor = self._index.floor_by_offset(offset)
+        if floor is None:
+            return 0, self.start_offset
+        return floor[1], floor[0]
+
+    def read(
+        self,
+        start_offset: int,
+        stop_offset: int,
+        max_bytes: int,
+        need_one: bool,
+        validate: bool,
+        out: list,
+    ) -> tuple[int, bool]:
+        """Append to ``out`` whole batches holding offsets >= ``start_offset``.
+
+        Stops after the batch reaching ``stop_offset`` (exclusive bound on the
+        offsets wanted) or before one that would pass ``max_bytes``; the first
+        batch is taken regardless of ``max_bytes`` when ``need_one``. Returns
+        (bytes taken, done). Raises CorruptSegment naming the file and byte
+        position on a malformed header, an offset gap, or (``validate``) a
+        batch that fails ``batch.verify``.
+        """
+        self.acquire()
+        end = self.size
+        position, expected = self._locate(start_offset)
+        per_message = self.size / max(1, self.end_offset - self.start_offset)
+        estimate = int(per_message * max(1, stop_offset - start_offset)) + self.index_interval_bytes + 4096
+        cap = max(_CHUNK_MIN, min(max_bytes + self.index_interval_bytes + 4096, _CHUNK_MAX))
+        reader = ChunkReader(self._fd, end, max(_CHUNK_MIN, min(estimate, cap)))
+        taken = 0
+        while position < end:
+            head = reader.view(position, BATCH_HEADER_SIZE)
+            if len(head) < BATCH_HEADER_SIZE:
+                raise self._corrupt(position, f"header cut at the end of the data ({end} bytes)")
+            base_offset, base_ts, length, count = unpack_header(head, 0)
+            if length < MIN_BATCH_SIZE or position + length > end or count == 0:
+                raise self._corrupt(position, f"batch_length {length} / message_count {count} do not fit")
+            if base_offset != expected:
+                raise self._corrupt(position, f"base_offset {base_offset}, expected {expected}")
+            expected = base_offset + count
+            if expected <= start_offset:
+                position += length
+                continue
+            if not need_one and taken + length > max_bytes:
+                return taken, True
+            if reader.chunk_bytes < cap:  # taking batches: read further ahead next time
+                reader.chunk_bytes = min(reader.chunk_bytes * 2, cap)
+            view = reader.view(position, length)
+            if validate:
+                try:
+                    codec_batch.verify(view)
+                except Exception as exc:  # any codec error: the bytes are not what was written
+                    raise self._corrupt(position, f"verify failed: {exc}") from exc
+            out.append(view)
+            taken += length
+            need_one = False
+            if expected >= stop_offset:
+                return taken, True
+            position += length
+        return taken, False
+
+    def offset_for_timestamp(self, timestamp_us: int) -> int | None:
+        """base_offset of the first batch with base_timestamp >= ``timestamp_us``, or None.
+
+        Raises CorruptSegment on a malformed header.
+        """
+        self.acquire()
+        floor = self._index.before_timestamp(timestamp_us)
+        position = 0 if floor is None else floor[1]
+        end = self.size
+        reader = ChunkReader(self._fd, end, _CHUNK_MIN)
+        while position < end:
+            head = reader.view(position, BATCH_HEADER_SIZE)
+            if len(head) < BATCH_HEADER_SIZE:
+                raise self._corrupt(position, "header cut at the end of the data")
+            base_offset, base_ts, length, _ = unpack_header(head, 0)
+            if length < MIN_BATCH_SIZE:
+                raise self._corrupt(position, f"batch_length {length}")
+            if base_ts >= timestamp_us:
+                return base_offset
+            position += length
+        return None
+
+    def cut_point(self, offset: int) -> tuple[int, int, int]:
+        """Where a truncation at ``offset`` cuts this segment: (position,
+        base_offset, newest timestamp kept) of the first batch whose last offset
+        is >= ``offset``, or (size, end_offset, max_timestamp_us) when none is.
+
+        Raises CorruptSegment on a malformed header.
+        """
+        self.acquire()
+        position, _ = self._locate(offset)
+        index = self._index
+        max_ts = 0
+        for i in range(len(index)):  # indexed batches before the walk start
+            _, ts, pos = index.entry(i)
+            if pos >= position:
+                break
+            max_ts = max(max_ts, ts)
+        end = self.size
+        reader = ChunkReader(self._fd, end, _CHUNK_MIN)
+        while position < end:
+            head = reader.view(position, BATCH_HEADER_SIZE)
+            if len(head) < BATCH_HEADER_SIZE:
+                raise self._corrupt(position, "header cut at the end of the data")
+            base_offset, base_ts, length, count = unpack_header(head, 0)
+            if length < MIN_BATCH_SIZE:
+                raise self._corrupt(position, f"batch_length {length}")
+            if base_offset + count > offset:
+                return position, base_offset, max_ts
+            max_ts = max(max_ts, base_ts)
+            position += length
+        return self.size, self.end_offset, self.max_timestamp_us
