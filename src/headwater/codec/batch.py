@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import Iterable, Iterator, NamedTuple
+from typing import Iterable, Iterator, NamedTuple, NoReturn
 
 import xxhash
 
@@ -357,7 +357,6 @@ def _diagnose(mv: memoryview, check_offset_deltas: bool) -> VerifiedBatch:
     sums = bytearray()
     pos = BATCH_HEADER_SIZE
     index = 0
-    max_delta = 0
     while pos < size:
         if pos + FRAME_HEADER_SIZE > size:
             raise FrameOutOfBounds(
@@ -401,7 +400,6 @@ def _diagnose(mv: memoryview, check_offset_deltas: bool) -> VerifiedBatch:
                 offset=pos + 28,
                 frame_index=index,
             )
-        max_delta = max(max_delta, ts_delta)
         sums += mv[pos : pos + 8]
         pos = end
         index += 1
@@ -567,7 +565,9 @@ def frame_positions(batch: bytes | bytearray | memoryview) -> list[int]:
     A list of ``message_count + 1`` ints: frame ``i`` spans
     ``[positions[i], positions[i + 1])``. Checks only that the frames lie
     inside ``batch_length`` (not checksums). Raises :class:`TruncatedBatch`,
-    :class:`InvalidBatchLength` or :class:`FrameOutOfBounds` (all Iggy 4).
+    :class:`InvalidBatchLength` or :class:`FrameOutOfBounds` (all Iggy 4), and
+    :class:`InvalidMessagesCount` (4009) when the blob ends before
+    ``message_count`` frames.
     """
     mv = _byte_view(batch)
     h = read_header(mv)
@@ -605,7 +605,7 @@ def _checksum_bytes(mv: memoryview, length: int, count: int) -> bytes:
     return struct.pack(f"<{count}Q", *walked[1])
 
 
-def _raise_walk_error(mv: memoryview, length: int, count: int) -> None:
+def _raise_walk_error(mv: memoryview, length: int, count: int) -> NoReturn:
     """Find the first of ``count`` frames that does not fit in ``length`` bytes, and raise."""
     pos = BATCH_HEADER_SIZE
     for index in range(count):

@@ -342,9 +342,8 @@ def _normalize(entry: HeaderEntry, index: int) -> UserHeader:
     return UserHeader(bytes(key), kind, bytes(value), key_kind)
 
 
-def _encode_fields(entries: Iterable[HeaderEntry]) -> tuple[bytes, list[UserHeader]]:
+def _encode_fields(entries: Iterable[HeaderEntry]) -> bytes:
     parts = []
-    normalized = []
     pack_head = _FIELD_HEAD.pack
     for index, entry in enumerate(entries):
         h = _normalize(entry, index)
@@ -365,8 +364,7 @@ def _encode_fields(entries: Iterable[HeaderEntry]) -> tuple[bytes, list[UserHead
                 )
             parts.append(pack_head(kind, len(data)))
             parts.append(data)
-        normalized.append(h)
-    return b"".join(parts), normalized
+    return b"".join(parts)
 
 
 def encode_user_headers(entries: Iterable[HeaderEntry]) -> bytes:
@@ -382,7 +380,7 @@ def encode_user_headers(entries: Iterable[HeaderEntry]) -> bytes:
     field outside 1..=255 bytes or a known fixed-width kind of the wrong width;
     :class:`TooBigUserHeaders` (4017) for a block over 100 000 bytes.
     """
-    block, _ = _encode_fields(entries)
+    block = _encode_fields(entries)
     if len(block) > MAX_USER_HEADERS_SIZE:
         raise TooBigUserHeaders(
             f"user headers block of {len(block)} bytes, max {MAX_USER_HEADERS_SIZE}"
@@ -490,6 +488,6 @@ def encode_options_block(
         if not isinstance(key, str):
             raise InvalidHeaderKey(f"option {index} key {key!r} is not a str")
         entries.append((key, kind, value))
-    block, _ = _encode_fields(entries)
+    block = _encode_fields(entries)
     validate_options_block(block)
     return block
