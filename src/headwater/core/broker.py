@@ -345,21 +345,16 @@ class Broker:
         topic.balanced_counter += 1
         return topic.partitions[pid]
 
-    def append(self, partition: Partition, batch: bytearray, *, verified: bool = False) -> tuple[int, int]:
+    def append(self, partition: Partition, batch: bytearray | memoryview, *, verified: bool = False) -> tuple[int, int]:
         """Verify (unless already ``verified``), stamp and append one batch.
 
         Returns (base_offset, message_count). Raises InvalidBatch carrying the
         Iggy batch error code.
         """
-        if verified:
-            count = batch_codec.read_header(batch).message_count
-        else:
-            try:
-                count = batch_codec.verify(batch).message_count
-            except CodecError as e:
-                raise errors.InvalidBatch(str(e), e.code) from e
-        base = partition.append(batch, count, self.clock())
-        return base, count
+        try:
+            return partition.append(batch, self.clock(), verified=verified)
+        except CodecError as e:
+            raise errors.InvalidBatch(str(e), e.code) from e
 
     # ------------------------------------------------------------------ consumer offsets
     def committed(self, p: Partition, kind: str, name: str) -> int | None:

@@ -50,16 +50,25 @@ class Partition:
         return len(self.log.segments())
 
     # --- writes ---
-    def append(self, batch: bytearray, message_count: int, now_us: int) -> int:
-        """Stamp ``batch`` (verified, mutable) in place and append it; returns its base_offset."""
+    def append(self, batch: bytearray | memoryview, now_us: int, *, verified: bool = False) -> tuple[int, int]:
+        """Admit one batch: verify it (unless ``verified``), stamp it in place and append it.
+
+        Returns (base_offset, message_count). ``batch`` must be writable.
+        Raises the batch codec's CodecError subclasses for a batch that fails
+        admission (the partition is left unchanged).
+        """
         base_offset = self.log.next_offset
         ts = now_us if now_us > self._last_ts else self._last_ts
-        self._last_ts = ts
-        batch_codec.stamp(batch, self.id, base_offset, ts)
+        if verified:
+            batch_codec.stamp(batch, self.id, base_offset, ts)
+            count = batch_codec.read_header(batch).message_count
+        else:
+            count = batch_codec.verify_and_stamp(batch, self.id, base_offset, ts).message_count
         self.log.append(batch)
-        for listener in self._listeners:
+        self._last_ts = ts
+        for listener in list(self._listeners):
             listener(self)
-        return base_offset
+        return base_offset, count
 
     def add_listener(self, fn: Callable[["Partition"], None]) -> None:
         self._listeners.append(fn)
