@@ -108,7 +108,7 @@ async def serve(config: Config, *, fresh: bool = False, default_root: bool = Fal
     try:
         await app.start()
     except OSError:
-        broker.close()
+        await app.stop()  # close what did start (listeners, broker) before reporting
         raise
     log.info(
         "headwater started",

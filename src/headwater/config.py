@@ -52,6 +52,7 @@ class KafkaConfig:
     default_partitions: int = 1
     stream: str = "kafka"  # the Iggy stream that holds topics created through Kafka
     max_request_size: int = 100 * 1024 * 1024
+    advertised_address: str = ""  # HOST:PORT clients are told to connect to ("" = address; 0.0.0.0 -> 127.0.0.1)
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Callable
 
 import xxhash
@@ -25,6 +26,7 @@ from .groups.assigned import AssignedGroup
 from .offsets import CONSUMER, GROUP, OffsetStore
 from .partition import Partition
 from .permissions import Permissions
+from .producers import ProducerStates
 from .users import USER_ACTIVE, User, Users
 from . import topic_options as topt
 
@@ -114,6 +116,9 @@ class Broker:
         policy = topic.options.to_segment_policy(partitions_count, self.validate_checksum)
         log = self.engine.open_partition(topic.stream_id, topic.id, pid, policy)
         p = Partition(topic.stream_id, topic.id, pid, created_at_us, log)
+        floor = self._cluster_state.get(f"start/{topic.stream_id}/{topic.id}/{pid}")
+        if floor and floor["c"] == topic.created_at_us:
+            p.start_floor = floor["o"]  # the logical log start DeleteRecords set
         topic.partitions[pid] = p
         return p
 
@@ -276,7 +281,8 @@ class Broker:
     def _purge_topic(self, t: Topic) -> None:
         for p in t.partitions.values():
             p.log.purge()
-            p.reset_clock()
+            p.reset()
+            self._cluster_put(f"start/{p.stream_id}/{p.topic_id}/{p.id}", None)
         self.offsets.delete_where(t.stream_id, t.id)
 
     # ------------------------------------------------------------------ partitions, segments
@@ -439,3 +445,130 @@ class Broker:
         self, username: str, password: str, status: int, permissions: Permissions | None, password_hash: str | None = None
     ) -> User:
         return self.users.create(username, password, status, permissions, self.clock(), password_hash=password_hash)
+
+    # --- Kafka-facing additions ---
+    # Added for the Kafka front-end (issue 4), protocol-neutral all the same:
+    # idempotent-producer state, a logical log start offset per partition
+    # (DeleteRecords), a stable cluster id, and per-topic settings that have no
+    # Iggy topic option (e.g. the largest accepted batch). All of it lives in two
+    # extra metadata stores, "producers" and "cluster", opened on first use.
+
+    @cached_property
+    def producers(self) -> ProducerStates:
+        """The idempotent-producer state (core.producers), checked against the
+        catalog on load: entries of deleted or recreated topics are dropped, and
+        batches past a partition's end (lost in a crash) forgotten."""
+        states = ProducerStates(self.engine.metadata("producers"), self.clock)
+        for (key, pid), entry in list(states.entries.items()):
+            s, t, pid_ = key
+            try:
+                topic = self.catalog.topic(s, t)
+                p = topic.partition(pid_)
+            except errors.BrokerError:
+                states.forget_partition(key)
+                continue
+            if topic.created_at_us != entry.created_at_us:
+                states.forget_partition(key)
+                continue
+            states.truncate(key, p.high_watermark)
+        states.flush()
+        return states
+
+    @cached_property
+    def _cluster_meta(self):
+        return self.engine.metadata("cluster")
+
+    @cached_property
+    def _cluster_state(self) -> dict[str, Any]:
+        return self._cluster_meta.load()
+
+    def _cluster_put(self, key: str, value: Any) -> None:
+        self._cluster_meta.put(key, value)
+        if value is None:
+            self._cluster_state.pop(key, None)
+        else:
+            self._cluster_state[key] = value
+
+    @cached_property
+    def cluster_id(self) -> str:
+        """A random 22-character id made on first use and kept in the "cluster" store."""
+        value = self._cluster_state.get("cluster_id")
+        if not value:
+            import base64
+            import os as _os
+
+            value = base64.urlsafe_b64encode(_os.urandom(16)).decode().rstrip("=")
+            self._cluster_put("cluster_id", value)
+        return value
+
+    def log_start(self, p: Partition) -> int:
+        """The first offset readers may see (``Partition.log_start_offset``, which
+        honours the logical start DeleteRecords set)."""
+        return p.log_start_offset
+
+    def delete_records(self, topic: Topic, p: Partition, offset: int) -> int:
+        """Move the partition's logical log start to ``offset`` (-1: the high
+        watermark) and delete the sealed segments wholly below it. Returns the
+        new low watermark. Raises OffsetOutOfRange past the high watermark."""
+        hw = p.high_watermark
+        if offset == -1:
+            offset = hw
+        if offset < 0 or offset > hw:
+            raise errors.OffsetOutOfRange(f"offset {offset} is outside [0, {hw}]")
+        if offset > self.log_start(p):
+            self._cluster_put(f"start/{p.stream_id}/{p.topic_id}/{p.id}", {"c": topic.created_at_us, "o": offset})
+            p.start_floor = offset
+        whole = 0
+        for seg in p.log.segments():
+            if seg.sealed and seg.end_offset <= offset:
+                whole += 1
+            else:
+                break
+        if whole:
+            p.log.delete_oldest_segments(whole)
+        return self.log_start(p)
+
+    def topic_settings(self, topic: Topic) -> dict[str, Any]:
+        """Per-topic settings with no Iggy topic option (a front-end's own, e.g. a batch size cap)."""
+        rec = self._cluster_state.get(f"settings/{topic.stream_id}/{topic.id}")
+        if not rec or rec.get("c") != topic.created_at_us:
+            return {}
+        return dict(rec["v"])
+
+    def update_topic_settings(self, topic: Topic, values: dict[str, Any]) -> None:
+        """Merge ``values`` into :meth:`topic_settings` (a None value removes the key); durable."""
+        current = self.topic_settings(topic)
+        for k, v in values.items():
+            if v is None:
+                current.pop(k, None)
+            else:
+                current[k] = v
+        self._cluster_put(f"settings/{topic.stream_id}/{topic.id}", {"c": topic.created_at_us, "v": current})
+
+    def append_idempotent(
+        self,
+        topic: Topic,
+        p: Partition,
+        batch: bytearray,
+        producer_id: int,
+        producer_epoch: int,
+        base_sequence: int,
+        *,
+        verified: bool = False,
+    ) -> tuple[int, int, bool]:
+        """:meth:`append` for a batch from an idempotent producer (see core.producers).
+
+        Returns (base_offset, message_count, duplicate): a duplicate is not
+        written and reports the original batch's offsets. Raises ProducerFenced,
+        OutOfOrderSequence, InvalidBatch. Call ``producers.flush()`` once per
+        request to persist the state.
+        """
+        key = (p.stream_id, p.topic_id, p.id)
+        count = batch_codec.read_header(batch).message_count
+        states = self.producers
+        dup = states.check(key, topic.created_at_us, producer_id, producer_epoch, base_sequence, count)
+        if dup is not None:
+            return dup[0], dup[1] - dup[0] + 1, True
+        base, count = self.append(p, batch, verified=verified)
+        states.record(key, topic.created_at_us, producer_id, producer_epoch, base_sequence, count, base)
+        return base, count, False

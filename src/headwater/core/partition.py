@@ -16,7 +16,7 @@ from . import errors
 
 
 class Partition:
-    __slots__ = ("stream_id", "topic_id", "id", "created_at_us", "log", "_last_ts", "_listeners")
+    __slots__ = ("stream_id", "topic_id", "id", "created_at_us", "log", "start_floor", "_last_ts", "_listeners")
 
     def __init__(self, stream_id: int, topic_id: int, partition_id: int, created_at_us: int, log: PartitionLog):
         self.stream_id = stream_id
@@ -24,6 +24,7 @@ class Partition:
         self.id = partition_id
         self.created_at_us = created_at_us
         self.log = log
+        self.start_floor = 0  # logical log start (Kafka DeleteRecords); storage drops whole segments only
         self._last_ts = max((s.max_timestamp_us for s in log.segments()), default=0)
         self._listeners: list[Callable[["Partition"], None]] = []
 
@@ -35,11 +36,16 @@ class Partition:
 
     @property
     def log_start_offset(self) -> int:
-        return self.log.log_start_offset
+        """The first offset readers see: the storage log start, or the logical floor
+        DeleteRecords set when that is later (at most the high watermark)."""
+        start = self.log.log_start_offset
+        if self.start_floor > start:
+            start = min(self.start_floor, self.log.next_offset)
+        return start
 
     @property
     def messages_count(self) -> int:
-        return self.log.next_offset - self.log.log_start_offset
+        return self.log.next_offset - self.log_start_offset
 
     @property
     def size_bytes(self) -> int:
@@ -88,7 +94,7 @@ class Partition:
         """
         if count <= 0:
             return [], 0
-        start = max(start_offset, self.log.log_start_offset)
+        start = max(start_offset, self.log_start_offset)
         end = min(start + count, self.log.next_offset)
         if start >= end:
             return [], 0
@@ -118,8 +124,10 @@ class Partition:
         off = self.log.offset_for_timestamp(timestamp_us)
         return self.log.next_offset if off is None else off
 
-    def reset_clock(self) -> None:
+    def reset(self) -> None:
+        """After a purge: the clock and the logical floor start again."""
         self._last_ts = 0
+        self.start_floor = 0
 
 
 def policy_for(options, partitions_count: int, validate_checksum: bool) -> SegmentPolicy:

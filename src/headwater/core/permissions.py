@@ -6,7 +6,9 @@ passes ``is_root``). Implications applied here:
 
 - every ``manage_*`` includes its ``read_*``; global ``manage_streams``
   includes ``manage_topics``; ``read_streams`` includes ``read_topics``;
-  ``read_topics`` includes ``poll_messages``;
+  ``read_topics`` includes ``poll_messages``; ``manage_topics`` (and
+  ``manage_stream``, ``manage_topic`` in their scopes) includes
+  ``send_messages`` (the SDK's permission docs and Iggy's permissioner);
 - stream scope: ``manage_stream`` includes ``read_stream`` and ``manage_topics``;
   ``read_stream`` includes ``read_topics`` and ``poll_messages`` in that stream;
 - topic scope: ``manage_topic`` includes ``read_topic``; ``read_topic``
@@ -171,10 +173,11 @@ class Checker:
         return bool(t and t.poll_messages)
 
     def send_messages(self, stream_id: int, topic_id: int) -> bool:
-        if self._root or self._g().send_messages:
+        g = self._g()
+        if self._root or g.send_messages or g.manage_streams or g.manage_topics:
             return True
         s = self._s(stream_id)
-        if s and s.send_messages:
+        if s and (s.send_messages or s.manage_stream or s.manage_topics):
             return True
         t = self._t(stream_id, topic_id)
-        return bool(t and t.send_messages)
+        return bool(t and (t.send_messages or t.manage_topic))

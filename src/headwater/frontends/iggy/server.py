@@ -1,11 +1,13 @@
-"""The Iggy binary-protocol connection: frames in, registry lookups, replies out.
+"""The Iggy binary-protocol connection: frames in, session checks, registry lookups, replies out.
 
-Per connection: read the 256-byte header, check ``size`` against the
-configured maximum *before* reading the body, decode, consult the session
-state machine (``session.py``), run the handler, write the reply. Replies go
-out in request order. A broken frame or a refused login gets an Eviction
-frame and closes this connection only; a bad request gets its Iggy error code
-in the reply ``status`` and the connection goes on.
+Per connection: read the 256-byte header and check ``size`` against the
+configured maximum (and the ``command`` byte) *before* reading the body;
+decode; ask the session rules (``session.py``) what the request is and what
+to do; deduplicate metadata operations; run the handler; write the reply.
+Replies go out in request order. A broken frame or a refused login gets an
+Eviction frame and closes this connection only; a bad request gets its Iggy
+error code in the reply ``status`` (pre-commit, empty body) and the
+connection goes on.
 """
 
 from __future__ import annotations
@@ -17,26 +19,37 @@ import struct
 
 from ...codec.errors import CodecError
 from ...codec.iggy import framing, version
-from ...codec.iggy.codes import Command, EvictionReason, Operation
+from ...codec.iggy.codes import COMMAND_TO_OPERATION, Command, HeaderCommand, Operation
 from ...codec.iggy.commands import COMMANDS
-from ...codec.iggy.errors import eviction_reason_of, is_frame_fatal
+from ...codec.iggy.errors import InvalidOperation
 from ...config import TcpConfig
 from ...core import errors as core_errors
 from ...core.broker import Broker
+from ...core.users import USER_ACTIVE
 from ..listener import Connection
 from . import handlers  # noqa: F401  (registers every handler)
 from .errors import code_for
 from .registry import HANDLERS, Context
-from .session import Action, ClientTable, Event, State, step
+from .session import Action, ClientTable, Event, State, Verdict, classify, step
 
 log = logging.getLogger("headwater.iggy")
 
-_SIZE = struct.Struct("<I")
 _HEADER = framing.HEADER_SIZE
-_LOGIN_CODES = (int(Command.LOGIN_REGISTER), int(Command.LOGIN_REGISTER_WITH_PAT))
-_LEGACY_LOGIN = (int(Command.LOGIN_USER), int(Command.LOGIN_WITH_PERSONAL_ACCESS_TOKEN))
+_SIZE = struct.Struct("<I")
+_CLIENT = struct.Struct("<QQ")
 _METADATA_OPS = range(128, 160)
+_REPLICATED_CODES = frozenset(int(c) for c in COMMAND_TO_OPERATION)
+_KNOWN_CODES = frozenset(int(c) for c in Command)
 _WRITE_BUFFER_HIGH = 4 * 1024 * 1024
+_UNAUTHENTICATED = 40
+_INVALID_COMMAND = 3
+_FEATURE_UNAVAILABLE = 5
+_REQUEST_ALREADY_APPLIED = 59
+
+
+def _client_of(head: bytes) -> int:
+    lo, hi = _CLIENT.unpack_from(head, 128)
+    return lo | (hi << 64)
 
 
 class IggyFrontend:
@@ -51,97 +64,123 @@ class IggyFrontend:
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, conn: Connection) -> None:
         client = self.broker.connect_client(conn.peer, "tcp")
         ctx = Context(self.broker, client, self)
-        conn_state = _ConnState()
+        cs = _ConnState()
         max_size = self.config.max_frame_size
         try:
             while not conn.closing.is_set():
                 head = await reader.readexactly(_HEADER)
-                size = _SIZE.unpack_from(head, 48)[0]
+                size = _SIZE.unpack_from(head, framing.SIZE_OFFSET)[0]
                 if size < _HEADER or size > max_size:
-                    writer.write(framing.encode_eviction(0, EvictionReason.INVALID_REQUEST_BODY_SIZE))
+                    # refused before a single body byte is read or buffered
                     log.info("frame size refused", extra={"kv": {"peer": conn.peer, "size": size}})
+                    writer.write(self._evict(cs, _client_of(head), Event.FRAME_SIZE))
+                    await writer.drain()
+                    return
+                if head[framing.COMMAND_OFFSET] != HeaderCommand.REQUEST:
+                    writer.write(self._evict(cs, _client_of(head), Event.FRAME_COMMAND))
+                    await writer.drain()
                     return
                 body = await reader.readexactly(size - _HEADER) if size > _HEADER else b""
                 conn.busy = True
-                out, close = await self._handle(ctx, conn_state, head, body)
+                out = await self._handle(ctx, cs, head, body)
                 if out:
                     writer.writelines(out) if isinstance(out, list) else writer.write(out)
-                if close:
+                if cs.state is State.CLOSED:
                     await writer.drain()
                     return
                 if writer.transport.get_write_buffer_size() > _WRITE_BUFFER_HIGH:
                     await writer.drain()
                 conn.busy = False
         finally:
-            if conn_state.client is not None and conn_state.epoch is not None:
-                pass  # the client id's session stays valid for a reconnect; fencing handles zombies
+            if cs.client is not None and cs.epoch is not None:
+                self.clients.forget(cs.client, cs.epoch)
             self.broker.disconnect_client(client.id)
+
+    # ------------------------------------------------------------------ one request
+    def _evict(self, cs: "_ConnState", client: int, event: Event, window: tuple[int, int] = (0, 0)) -> bytes:
+        outcome = step(cs.state, event)
+        cs.state = outcome.next_state
+        assert outcome.action is Action.EVICT and outcome.reason is not None
+        return framing.encode_eviction(client, outcome.reason, *window)
 
     async def _handle(self, ctx: Context, cs: "_ConnState", head: bytes, body: bytes):
         try:
             header = framing.decode_request_header(head)
-        except CodecError as e:
-            reason = eviction_reason_of(e) or EvictionReason.INVALID_REQUEST_OPERATION
-            return framing.encode_eviction(0, reason), True
+        except InvalidOperation as e:
+            return self._evict(cs, e.client, Event.FRAME_OPERATION)
+        except CodecError:
+            return self._evict(cs, _client_of(head), Event.FRAME_COMMAND)
         ctx.header = header
+        if header.operation is Operation.REGISTER:
+            return await self._login(ctx, cs, header, body)
+
+        user_alive = self._sync_user(ctx)
+        event = classify(
+            cs.state,
+            header.operation,
+            header.command_code,
+            header.client,
+            header.session,
+            bound_client=cs.client,
+            bound_epoch=cs.epoch,
+            current_epoch=self.clients.epoch(cs.client) if cs.client is not None else None,
+            user_alive=user_alive,
+        )
+        outcome = step(cs.state, event)
+        if outcome.action is Action.EVICT:
+            log.info("session evicted", extra={"kv": {"client_id": ctx.client.id, "event": event.value}})
+            return self._evict(cs, header.client, event)
+        if outcome.action is Action.DENY:
+            return framing.encode_reply(header, b"", status=_UNAUTHENTICATED)
+        op = cs.epoch or 0
         code = header.command_code
+        if header.operation is Operation.NON_REPLICATED and code in _REPLICATED_CODES:
+            # a write must ride its own operation (dedup, result framing); never a read's
+            return framing.encode_reply(header, b"", status=_INVALID_COMMAND, op=op)
 
-        # --- session state machine ---
-        if header.operation == Operation.REGISTER:
-            return await self._login(ctx, cs, header, body), cs.state is State.CLOSED
-        if code in _LEGACY_LOGIN:
-            cs.state = step(cs.state, Event.LEGACY_LOGIN)[1]
-            return framing.encode_eviction(header.client, EvictionReason.MALFORMED_LOGIN), True
-        if code == Command.PING:
-            event = Event.PING
-        elif code == Command.LOGOUT_USER:
-            event = Event.LOGOUT
-        else:
-            event = Event.COMMAND
-        action, next_state = step(cs.state, event)
-        if action is Action.DENY:
-            return framing.encode_reply(header, b"", status=40), False
-        if action is Action.EVICT:
-            return framing.encode_eviction(header.client, EvictionReason.NO_SESSION), True
-        if cs.state is State.AUTHENTICATED and code != Command.PING:
-            # session fencing: the request must carry this connection's epoch
-            current = self.clients.epoch(cs.client) if cs.client is not None else None
-            if header.session != cs.epoch or current != cs.epoch or header.client != cs.client:
-                return framing.encode_eviction(header.client, EvictionReason.SESSION_TOO_LOW), True
-
-        # --- metadata deduplication ---
+        # --- metadata deduplication: (client, request) -> cached reply ---
         is_metadata = int(header.operation) in _METADATA_OPS
         if is_metadata:
-            verdict, cached = self.clients.check_request(header.client, header.request)
-            if verdict == "cached":
-                status, reply_body = cached
-                return framing.encode_reply(header, reply_body, status=status), False
-            if verdict == "stale":
-                return framing.encode_reply(header, b"", status=59), False
+            verdict, cached = self.clients.check_request(header.client, header.request, header.request_checksum)
+            if verdict is Verdict.CACHED:
+                status, reply_body = cached  # type: ignore[misc]
+                return framing.encode_reply(header, reply_body, status=status, op=op)
+            if verdict is Verdict.STALE:
+                return framing.encode_reply(header, b"", status=_REQUEST_ALREADY_APPLIED, op=op)
 
         status, payload = await self._dispatch(ctx, code, body)
         if event is Event.LOGOUT and status == 0:
-            cs.state = next_state
+            cs.state = outcome.next_state
+            if cs.client is not None and cs.epoch is not None:
+                self.clients.forget(cs.client, cs.epoch)
+            cs.client = cs.epoch = None
         if status:
-            reply = framing.encode_reply(header, b"", status=status)
             if is_metadata:
-                self.clients.remember(header.client, header.request, status, b"")
-            return reply, False
-        spec = COMMANDS.get(Command(code))
+                self.clients.remember(header.client, header.request, header.request_checksum, status, b"")
+            return framing.encode_reply(header, b"", status=status, op=op)
         if isinstance(payload, list):  # poll: prefix + stored batch buffers, never copied
             length = sum(len(b) for b in payload)
-            return [framing.reply_header_for(header, length), *payload], False
-        reply_body = framing.result_ok(payload) if spec is not None and spec.result_framed else bytes(payload)
+            return [framing.reply_header_for(header, length, op=op), *payload]
+        reply_body = framing.reply_body(header.operation, payload)
         if is_metadata:
-            self.clients.remember(header.client, header.request, 0, reply_body)
-        return framing.encode_reply(header, reply_body), False
+            self.clients.remember(header.client, header.request, header.request_checksum, 0, reply_body)
+        return framing.encode_reply(header, reply_body, op=op)
+
+    def _sync_user(self, ctx: Context) -> bool:
+        """Pick up changes to the session's user (permissions); False when it is gone or inactive."""
+        if ctx.user is None:
+            return True
+        current = self.broker.users.users.get(ctx.user.id)
+        if current is None or current.status != USER_ACTIVE:
+            return False
+        if current is not ctx.user:
+            ctx.login(current)
+        return True
 
     async def _dispatch(self, ctx: Context, code: int, body: bytes) -> tuple[int, object]:
         handler = HANDLERS.get(code)
         if handler is None:
-            if code in {int(c) for c in Command}:
-                return 5, b""  # FeatureUnavailable
-            return 3, b""  # InvalidCommand
+            return (_FEATURE_UNAVAILABLE if code in _KNOWN_CODES else _INVALID_COMMAND), b""
         try:
             request = COMMANDS[Command(code)].decode(body)
             result = handler(ctx, request)
@@ -158,46 +197,57 @@ class IggyFrontend:
             log.exception("handler failed", extra={"kv": {"code": code}})
             return 1, b""
 
-    async def _login(self, ctx: Context, cs: "_ConnState", header, body: bytes):
-        broker = self.broker
+    # ------------------------------------------------------------------ login-register
+    async def _login(self, ctx: Context, cs: "_ConnState", header, body: bytes) -> bytes:
         try:
             req = version.decode_login_register_any(body)
         except CodecError:
-            cs.state = step(cs.state, Event.LOGIN_FAILED)[1]
-            return framing.encode_eviction(header.client, EvictionReason.MALFORMED_LOGIN)
+            return self._evict(cs, header.client, Event.LOGIN_MALFORMED)
         if not version.is_protocol_compatible(req.version.protocol_version):
-            cs.state = step(cs.state, Event.LOGIN_FAILED)[1]
-            return framing.encode_eviction(
-                header.client,
-                EvictionReason.INCOMPATIBLE_PROTOCOL,
-                version.PROTOCOL_VERSION,
-                version.PROTOCOL_VERSION_MIN,
-            )
+            window = (version.PROTOCOL_VERSION, version.PROTOCOL_VERSION_MIN)
+            return self._evict(cs, header.client, Event.LOGIN_INCOMPATIBLE, window)
         if header.client == 0:
-            cs.state = step(cs.state, Event.LOGIN_FAILED)[1]
-            return framing.encode_eviction(header.client, EvictionReason.SESSION_ERROR)
-        loop = asyncio.get_running_loop()
+            return self._evict(cs, header.client, Event.LOGIN_NO_CLIENT_ID)
         try:
-            if isinstance(req, version.LoginRegister):
-                user = await loop.run_in_executor(None, broker.users.authenticate, req.username, req.password)
-            else:
-                user = broker.users.authenticate_token(req.token, broker.clock())
+            user = await self._authenticate(req, body)
         except core_errors.UserInactive:
-            cs.state = step(cs.state, Event.LOGIN_FAILED)[1]
-            return framing.encode_eviction(header.client, EvictionReason.USER_INACTIVE)
+            return self._evict(cs, header.client, Event.LOGIN_USER_INACTIVE)
         except (core_errors.InvalidToken, core_errors.TokenExpired):
-            cs.state = step(cs.state, Event.LOGIN_FAILED)[1]
-            return framing.encode_eviction(header.client, EvictionReason.INVALID_TOKEN)
+            return self._evict(cs, header.client, Event.LOGIN_BAD_TOKEN)
         except core_errors.InvalidCredentials:
-            cs.state = step(cs.state, Event.LOGIN_FAILED)[1]
-            return framing.encode_eviction(header.client, EvictionReason.INVALID_CREDENTIALS)
-        cs.state = step(cs.state, Event.LOGIN_OK)[1]
+            return self._evict(cs, header.client, Event.LOGIN_BAD_CREDENTIALS)
+        cs.state = step(cs.state, Event.LOGIN_OK).next_state
+        if cs.client is not None and cs.epoch is not None and cs.client != header.client:
+            self.clients.forget(cs.client, cs.epoch)  # this connection's previous session
         cs.client = header.client
         cs.epoch = self.clients.register(header.client, user.id)
         ctx.login(user)
         reply = version.encode_login_reply_body(version.LoginReply(user.id, cs.epoch))
-        log.info("login", extra={"kv": {"user": user.username, "client_id": ctx.client.id, "sdk": req.version.sdk_name}})
-        return framing.encode_reply(header, reply)
+        log.info(
+            "login",
+            extra={"kv": {"user": user.username, "client_id": ctx.client.id, "sdk": req.version.sdk_name}},
+        )
+        return framing.encode_reply(header, reply, op=cs.epoch)
+
+    async def _authenticate(self, req, body: bytes):
+        """The user a Register body logs in. A body that reads as a password login but does not
+        authenticate is retried as a token login (Iggy does the same: the shapes can overlap)."""
+        users = self.broker.users
+        if isinstance(req, version.LoginRegisterWithPat):
+            return users.authenticate_token(req.token, self.broker.clock())
+        loop = asyncio.get_running_loop()
+        try:
+            # Argon2id takes tens of milliseconds: keep it off the event loop.
+            return await loop.run_in_executor(None, users.authenticate, req.username, req.password)
+        except core_errors.InvalidCredentials as refused:
+            try:
+                as_token = version.decode_login_register_with_pat(body)
+            except CodecError:
+                raise refused from None
+            try:
+                return users.authenticate_token(as_token.token, self.broker.clock())
+            except (core_errors.InvalidToken, core_errors.TokenExpired):
+                raise refused from None
 
 
 class _ConnState:
@@ -205,8 +255,8 @@ class _ConnState:
 
     def __init__(self) -> None:
         self.state = State.ANONYMOUS
-        self.client: int | None = None
-        self.epoch: int | None = None
+        self.client: int | None = None  # the client id this connection registered
+        self.epoch: int | None = None  # its session epoch
 
 
 def make_iggy_serve(broker: Broker, config: TcpConfig, data_dir: str = "."):

@@ -21,8 +21,6 @@ from ....core.partition import Partition
 from ..registry import Context, iggy_command
 from ._common import require
 
-NOT_A_MEMBER_PARTITION = 0xFFFFFFFF  # a group poll answered with this partition id tells the member to re-sync
-
 
 @iggy_command(Command.SEND_MESSAGES)
 def send_messages(ctx: Context, req: w.SendMessages) -> bytes:
@@ -41,22 +39,47 @@ def send_messages(ctx: Context, req: w.SendMessages) -> bytes:
 
 
 def consumer_key(t: Topic, consumer) -> tuple[str, str]:
-    """(kind, name) under which a consumer's offsets are kept."""
+    """(kind, name) under which a consumer's offsets are kept.
+
+    A group's offsets are keyed by its name (shared with Kafka groups of that
+    name); a single consumer's by its id as a decimal string, so the numeric
+    consumer 7 and the named consumer "7" share their offsets.
+    """
     if consumer.kind == ConsumerKind.CONSUMER_GROUP:
         return GROUP, t.group(consumer.id).name
     return CONSUMER, str(consumer.id)
 
 
-def _partition_for(ctx: Context, t: Topic, consumer, partition_id: int | None) -> Partition | None:
+def _owned(ctx: Context, t: Topic, consumer, partition_id: int) -> bool:
+    """Whether this connection is a member of the consumer's group and owns ``partition_id``."""
+    parts = t.group(consumer.id).assignment(ctx.client.id)
+    return parts is not None and partition_id in parts
+
+
+def _poll_partition(ctx: Context, t: Topic, consumer, partition_id: int | None) -> Partition | None:
+    """The partition a poll reads; None: a group member with nothing to read.
+
+    A single consumer reads the partition it names, partition 0 by default. A
+    group member names one of its assigned partitions (the SDK picks them from
+    SyncConsumerGroup) or none, and then the group hands it its partitions in
+    turn; a member that names a partition it does not own is fenced
+    (:class:`~headwater.core.errors.ConsumerGroupPartitionNotOwned`).
+    """
+    if consumer.kind != ConsumerKind.CONSUMER_GROUP:
+        return t.partition(0 if partition_id is None else partition_id)
+    g = t.group(consumer.id)
+    parts = g.assignment(ctx.client.id)
     if partition_id is not None:
-        return t.partition(partition_id)
-    if consumer.kind == ConsumerKind.CONSUMER_GROUP:
-        g = t.group(consumer.id)
-        if g.assignment(ctx.client.id) is None:
-            raise errors.ConsumerGroupMemberNotFound(f"client {ctx.client.id} is not a member of {g.name!r}")
-        pid = g.next_partition(ctx.client.id)
-        return None if pid is None else t.partition(pid)
-    return t.partition(0)
+        p = t.partition(partition_id)
+        if parts is None or partition_id not in parts:
+            raise errors.ConsumerGroupPartitionNotOwned(
+                f"client {ctx.client.id} does not own partition {partition_id} in group {g.name!r}"
+            )
+        return p
+    if parts is None:
+        raise errors.ConsumerGroupMemberNotFound(f"client {ctx.client.id} is not a member of {g.name!r}")
+    pid = g.next_partition(ctx.client.id)
+    return None if pid is None else t.partition(pid)
 
 
 @iggy_command(Command.POLL_MESSAGES)
@@ -64,7 +87,12 @@ def poll_messages(ctx: Context, req: w.PollMessages) -> list:
     t = ctx.broker.topic(req.stream_id, req.topic_id)
     require(ctx.checker.poll_messages(t.stream_id, t.id), "poll messages")
     kind, name = consumer_key(t, req.consumer)
-    p = _partition_for(ctx, t, req.consumer, req.partition_id)
+    try:
+        p = _poll_partition(ctx, t, req.consumer, req.partition_id)
+    except errors.ConsumerGroupPartitionNotOwned:
+        # Iggy answers a stale assignment with an empty poll whose partition id is
+        # u32::MAX: the SDK then re-syncs its assignment and polls again.
+        return [w.encode_poll_prefix(w.RESYNC_REQUIRED_PARTITION_ID, 0, 0)]
     if p is None:  # a group member with no partitions assigned
         return [w.encode_poll_prefix(0, 0, 0)]
     strategy = req.strategy.kind
@@ -91,14 +119,29 @@ def flush_unsaved_buffer(ctx: Context, req: w.FlushUnsavedBuffer) -> bytes:
     raise errors.FeatureUnavailable("FlushUnsavedBuffer is not supported; use the enforce_fsync topic option")
 
 
+def _offset_partition(ctx: Context, t: Topic, consumer, partition_id: int | None, *, fenced: bool) -> Partition:
+    """The partition an offset command addresses (partition 0 when none is named).
+
+    Writes to a group's offsets are fenced like polls: only the member that
+    owns the partition may store or delete its offset (Iggy's commit fence).
+    Reads are not fenced.
+    """
+    pid = 0 if partition_id is None else partition_id
+    p = t.partition(pid)
+    if fenced and consumer.kind == ConsumerKind.CONSUMER_GROUP and not _owned(ctx, t, consumer, pid):
+        raise errors.ConsumerGroupPartitionNotOwned(f"client {ctx.client.id} does not own partition {pid}")
+    return p
+
+
 @iggy_command(Command.GET_CONSUMER_OFFSET)
 def get_consumer_offset(ctx: Context, req: wo.GetConsumerOffset) -> bytes:
     t = ctx.broker.topic(req.stream_id, req.topic_id)
     require(ctx.checker.poll_messages(t.stream_id, t.id), "poll messages")
-    kind, name = consumer_key(t, req.consumer)
-    p = _partition_for(ctx, t, req.consumer, req.partition_id)
-    if p is None:
-        return b""
+    p = _offset_partition(ctx, t, req.consumer, req.partition_id, fenced=False)
+    try:
+        kind, name = consumer_key(t, req.consumer)
+    except errors.ConsumerGroupNotFound:
+        return b""  # a group that does not exist has no offsets (Iggy reports none)
     committed = ctx.broker.committed(p, kind, name)
     if committed is None or committed == 0:
         return b""
@@ -110,9 +153,7 @@ def store_consumer_offset(ctx: Context, req: wo.StoreConsumerOffset) -> bytes:
     t = ctx.broker.topic(req.stream_id, req.topic_id)
     require(ctx.checker.poll_messages(t.stream_id, t.id), "poll messages")
     kind, name = consumer_key(t, req.consumer)
-    p = _partition_for(ctx, t, req.consumer, req.partition_id)
-    if p is None:
-        raise errors.ConsumerGroupPartitionNotOwned("the member has no partition assigned")
+    p = _offset_partition(ctx, t, req.consumer, req.partition_id, fenced=True)
     ctx.broker.commit(p, kind, name, req.offset + 1)
     return b""
 
@@ -122,7 +163,7 @@ def delete_consumer_offset(ctx: Context, req: wo.DeleteConsumerOffset) -> bytes:
     t = ctx.broker.topic(req.stream_id, req.topic_id)
     require(ctx.checker.poll_messages(t.stream_id, t.id), "poll messages")
     kind, name = consumer_key(t, req.consumer)
-    p = _partition_for(ctx, t, req.consumer, req.partition_id)
-    if p is None or not ctx.broker.delete_committed(p, kind, name):
+    p = _offset_partition(ctx, t, req.consumer, req.partition_id, fenced=True)
+    if not ctx.broker.delete_committed(p, kind, name):
         raise errors.ConsumerOffsetNotFound("no stored offset for this consumer")
     return b""

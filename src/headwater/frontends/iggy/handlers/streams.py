@@ -22,9 +22,9 @@ def get_stream(ctx: Context, req: w.GetStream) -> bytes:
 
 @iggy_command(Command.GET_STREAMS)
 def get_streams(ctx: Context, req: w.GetStreams) -> bytes:
-    streams = [s for s in ctx.broker.catalog.streams.values() if ctx.checker.read_stream(s.id)]
-    if not streams and not ctx.checker.read_stream(None) and ctx.broker.catalog.streams:
-        require(False, "read streams")
+    # security.mdx: listing streams takes the global read_streams (or manage_streams)
+    require(ctx.checker.read_stream(None), "read streams")
+    streams = list(ctx.broker.catalog.streams.values())
     return w.encode_streams([stream_info(s) for s in sorted(streams, key=lambda s: s.id)])
 
 

@@ -137,6 +137,9 @@ async def change_password(ctx: Context, req: w.ChangePassword) -> bytes:
 
 @iggy_command(Command.LOGOUT_USER)
 def logout_user(ctx: Context, req: w.LogoutUser) -> bytes:
+    """Logout ends the session: the connection leaves its consumer groups (they rebalance)."""
+    for stream_id, topic_id, group_id in sorted(ctx.client.groups):
+        ctx.broker.leave_group(ctx.client.id, stream_id, topic_id, group_id)
     ctx.logout()
     return b""
 

@@ -1,0 +1,105 @@
+"""Core errors -> Kafka error codes, in one table (tested to cover every core error).
+
+Codes are Kafka's ``org.apache.kafka.common.protocol.Errors`` numbering; a
+codec error (``codec.kafka.errors``) carries its own ``error_code``.
+"""
+
+from __future__ import annotations
+
+from ...codec.kafka.errors import KafkaCodecError
+from ...core import errors as e
+from ...core import producers
+
+NONE = 0
+UNKNOWN_SERVER_ERROR = -1
+OFFSET_OUT_OF_RANGE = 1
+CORRUPT_MESSAGE = 2
+UNKNOWN_TOPIC_OR_PARTITION = 3
+LEADER_NOT_AVAILABLE = 5
+MESSAGE_TOO_LARGE = 10
+INVALID_TOPIC_EXCEPTION = 17
+INVALID_REQUIRED_ACKS = 21
+INVALID_GROUP_ID = 24
+UNKNOWN_MEMBER_ID = 25
+TOPIC_AUTHORIZATION_FAILED = 29
+CLUSTER_AUTHORIZATION_FAILED = 31
+INVALID_TIMESTAMP = 32
+UNSUPPORTED_VERSION = 35
+TOPIC_ALREADY_EXISTS = 36
+INVALID_PARTITIONS = 37
+INVALID_REPLICATION_FACTOR = 38
+INVALID_REPLICA_ASSIGNMENT = 39
+INVALID_CONFIG = 40
+INVALID_REQUEST = 42
+OUT_OF_ORDER_SEQUENCE_NUMBER = 45
+INVALID_PRODUCER_EPOCH = 47
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
+KAFKA_STORAGE_ERROR = 56
+SASL_AUTHENTICATION_FAILED = 58
+UNKNOWN_PRODUCER_ID = 59
+GROUP_ID_NOT_FOUND = 69
+UNSUPPORTED_COMPRESSION_TYPE = 76
+INVALID_RECORD = 87
+PRODUCER_FENCED = 90
+UNKNOWN_TOPIC_ID = 100
+
+ERROR_CODES: dict[type[e.BrokerError], int] = {
+    e.BrokerError: UNKNOWN_SERVER_ERROR,
+    e.InvalidArgument: INVALID_REQUEST,
+    e.StreamNotFound: UNKNOWN_TOPIC_OR_PARTITION,
+    e.TopicNotFound: UNKNOWN_TOPIC_OR_PARTITION,
+    e.PartitionNotFound: UNKNOWN_TOPIC_OR_PARTITION,
+    e.NoPartitions: UNKNOWN_TOPIC_OR_PARTITION,
+    e.StreamNameExists: TOPIC_ALREADY_EXISTS,
+    e.TopicNameExists: TOPIC_ALREADY_EXISTS,
+    e.InvalidStreamName: INVALID_TOPIC_EXCEPTION,
+    e.InvalidTopicName: INVALID_TOPIC_EXCEPTION,
+    e.InvalidPartitionsCount: INVALID_PARTITIONS,
+    e.TooManyPartitions: INVALID_PARTITIONS,
+    e.InvalidSegmentsCount: INVALID_REQUEST,
+    e.UnsupportedOptionKey: INVALID_CONFIG,
+    e.InvalidOptionValue: INVALID_CONFIG,
+    e.InvalidMessagesCount: INVALID_RECORD,
+    e.MessageTooLarge: MESSAGE_TOO_LARGE,
+    e.OffsetOutOfRange: OFFSET_OUT_OF_RANGE,
+    e.ConsumerOffsetNotFound: UNKNOWN_SERVER_ERROR,
+    e.CorruptData: KAFKA_STORAGE_ERROR,
+    e.InvalidBatch: CORRUPT_MESSAGE,
+    e.ConsumerGroupNotFound: GROUP_ID_NOT_FOUND,
+    e.ConsumerGroupNameExists: INVALID_GROUP_ID,
+    e.InvalidConsumerGroupName: INVALID_GROUP_ID,
+    e.ConsumerGroupMemberNotFound: UNKNOWN_MEMBER_ID,
+    e.ConsumerGroupPartitionNotOwned: UNKNOWN_MEMBER_ID,
+    e.Unauthenticated: SASL_AUTHENTICATION_FAILED,
+    e.Unauthorized: CLUSTER_AUTHORIZATION_FAILED,
+    e.InvalidCredentials: SASL_AUTHENTICATION_FAILED,
+    e.InvalidUsername: INVALID_REQUEST,
+    e.InvalidPassword: INVALID_REQUEST,
+    e.UserAlreadyExists: INVALID_REQUEST,
+    e.UserNotFound: INVALID_REQUEST,
+    e.UserInactive: SASL_AUTHENTICATION_FAILED,
+    e.CannotDeleteUser: INVALID_REQUEST,
+    e.CannotChangePermissions: INVALID_REQUEST,
+    e.InvalidTokenName: INVALID_REQUEST,
+    e.TokenAlreadyExists: INVALID_REQUEST,
+    e.TokensLimitReached: INVALID_REQUEST,
+    e.InvalidToken: SASL_AUTHENTICATION_FAILED,
+    e.TokenExpired: SASL_AUTHENTICATION_FAILED,
+    e.TokenNotFound: INVALID_REQUEST,
+    e.ClientNotFound: UNKNOWN_SERVER_ERROR,
+    e.FeatureUnavailable: UNSUPPORTED_VERSION,
+    producers.ProducerFenced: INVALID_PRODUCER_EPOCH,
+    producers.OutOfOrderSequence: OUT_OF_ORDER_SEQUENCE_NUMBER,
+    producers.UnknownProducer: UNKNOWN_PRODUCER_ID,
+}
+
+
+def code_for(exc: BaseException) -> int:
+    """The Kafka code for a core or Kafka codec error (-1 for anything else)."""
+    if isinstance(exc, KafkaCodecError):
+        return exc.error_code
+    for cls in type(exc).__mro__:
+        code = ERROR_CODES.get(cls)
+        if code is not None:
+            return code
+    return UNKNOWN_SERVER_ERROR

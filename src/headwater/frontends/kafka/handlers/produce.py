@@ -1,0 +1,184 @@
+"""Produce (key 0), versions 0-12 advertised, 3-12 served.
+
+v0-2 (magic 0/1 message sets) are advertised only because librdkafka before
+2.11.1 enables compression when Produce v0 is in the advertised range (Kafka
+4 does the same); a v0-2 request is answered with UNSUPPORTED_VERSION for
+every partition (hand-encoded: kio has no v0-2 schema). v3 adds
+transactional_id and RecordBatch v2; v5 log_start_offset; v8 record_errors
+and error_message; v9 is flexible; v10 current_leader / node_endpoints
+(tagged, left empty: there is one broker).
+
+Each partition's records must be exactly one RecordBatch v2 (INVALID_RECORD
+otherwise); it is checked and converted by ``codec.kafka.convert`` (CRC-32C,
+compression, structure: CORRUPT_MESSAGE, INVALID_RECORD, INVALID_TIMESTAMP,
+UNSUPPORTED_COMPRESSION_TYPE, MESSAGE_TOO_LARGE) and stored as one Iggy batch.
+A batch larger than the topic's ``max.message.bytes`` gets MESSAGE_TOO_LARGE.
+Batches with a producer id go through the idempotence checks
+(``core.producers``): a duplicate is answered with its original offsets.
+acks 0, 1 and -1 all mean "appended to the log" (one node; fsync per the
+topic's options); acks=0 gets no response; other acks INVALID_REQUIRED_ACKS.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+
+from ....codec.kafka.convert import kafka_to_iggy
+from ....codec.kafka.errors import KafkaCodecError
+from ....codec.kafka.record_batch import split_batches
+from ....core import errors as core_errors
+from .. import errors
+from ..configs import max_message_bytes
+from ..names import is_valid_name
+from ..registry import ApiKey, Context, kafka_api
+
+INVALID_TXN_STATE = 48
+
+
+def _partition_error(ctx: Context, index: int, code: int, message: str | None = None, record_errors=()):
+    return ctx.build(
+        "PartitionProduceResponse",
+        index=index,
+        error_code=code,
+        base_offset=-1,
+        log_append_time=-1,
+        log_start_offset=-1,
+        record_errors=tuple(
+            ctx.build("BatchIndexAndErrorMessage", batch_index=i, batch_index_error_message=m) for i, m in record_errors
+        ),
+        error_message=message,
+    )
+
+
+def _produce_partition(ctx: Context, topic, index: int, records, now_ms: int, state: dict):
+    broker = ctx.broker
+    p = topic.partitions.get(index)
+    if p is None:
+        return _partition_error(ctx, index, errors.UNKNOWN_TOPIC_OR_PARTITION, f"partition {index} not found")
+    if records is None or not len(records):
+        return _partition_error(ctx, index, errors.INVALID_RECORD, "no records")
+    limit = max_message_bytes(broker, topic)
+    try:
+        batches = split_batches(records)
+        if len(batches) != 1:
+            return _partition_error(
+                ctx, index, errors.INVALID_RECORD, f"exactly one record batch per partition, got {len(batches)}"
+            )
+        if len(batches[0]) > limit:
+            return _partition_error(
+                ctx, index, errors.MESSAGE_TOO_LARGE, f"batch of {len(batches[0])} bytes is over max.message.bytes {limit}"
+            )
+        iggy, info = kafka_to_iggy(batches[0], now_ms)
+        if info.is_transactional:
+            return _partition_error(ctx, index, INVALID_TXN_STATE, "transactions are not supported")
+        batch = bytearray(iggy)
+        if info.producer_id >= 0:
+            state["idempotent"] = True
+            base, _count, _dup = broker.append_idempotent(
+                topic, p, batch, info.producer_id, info.producer_epoch, info.base_sequence, verified=True
+            )
+        else:
+            base, _count = broker.append(p, batch, verified=True)
+    except KafkaCodecError as e:
+        return _partition_error(ctx, index, e.error_code, e.message, e.record_errors)
+    except core_errors.BrokerError as e:
+        return _partition_error(ctx, index, errors.code_for(e), str(e))
+    return ctx.build(
+        "PartitionProduceResponse",
+        index=index,
+        error_code=0,
+        base_offset=base,
+        log_append_time=-1,
+        log_start_offset=broker.log_start(p),
+        record_errors=(),
+        error_message=None,
+    )
+
+
+@kafka_api(ApiKey.PRODUCE, versions=(0, 12))
+def produce(ctx: Context, request):
+    if ctx.version < 3:
+        return legacy_unsupported(ctx.version, request)
+    acks = request.acks
+    now_ms = time.time_ns() // 1_000_000
+    names = ctx.frontend.names
+    state: dict = {}
+    responses = []
+    for td in request.topic_data:
+        topic = names.resolve(td.name)
+        parts = []
+        for pd in td.partition_data:
+            if acks not in (0, 1, -1):
+                parts.append(_partition_error(ctx, pd.index, errors.INVALID_REQUIRED_ACKS, f"acks {acks}"))
+            elif request.transactional_id is not None:
+                parts.append(
+                    _partition_error(ctx, pd.index, errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactions are not supported")
+                )
+            elif topic is None:
+                code = errors.UNKNOWN_TOPIC_OR_PARTITION if is_valid_name(td.name) else errors.INVALID_TOPIC_EXCEPTION
+                parts.append(_partition_error(ctx, pd.index, code, f"topic {td.name!r} not found"))
+            else:
+                parts.append(_produce_partition(ctx, topic, pd.index, pd.records, now_ms, state))
+        responses.append(ctx.build("TopicProduceResponse", name=td.name, partition_responses=tuple(parts)))
+    if state:
+        ctx.broker.producers.flush()
+    if acks == 0:
+        return None
+    return ctx.response(responses=tuple(responses), throttle_time=0)
+
+
+# ---------------------------------------------------------------------------
+# v0-2: decode just enough to answer UNSUPPORTED_VERSION per partition.
+#
+# request  v0-2: acks int16 | timeout int32 | [topic: name string | [partition int32 | records bytes]]
+# response v0:   [topic: name string | [partition int32 | error_code int16 | base_offset int64]]
+#          v1:   v0 + throttle_time_ms int32 (at the end)
+#          v2:   v1, log_append_time int64 after base_offset
+
+_H = struct.Struct(">h")
+_I = struct.Struct(">i")
+
+
+def legacy_unsupported(version: int, body) -> bytes | None:
+    """The v0-2 response with UNSUPPORTED_VERSION everywhere (None for acks=0).
+    Raises ValueError / struct.error for a body that does not decode."""
+    mv = memoryview(body)
+    pos = 0
+
+    def take(n: int) -> memoryview:
+        nonlocal pos
+        if n < 0 or pos + n > len(mv):
+            raise ValueError("Produce v0-2 request runs past its frame")
+        out = mv[pos : pos + n]
+        pos += n
+        return out
+
+    (acks,) = _H.unpack(take(2))
+    take(4)
+    out = bytearray()
+    (topics,) = _I.unpack(take(4))
+    if topics < 0 or topics > len(mv):
+        raise ValueError("bad topic count")
+    out += _I.pack(topics)
+    for _ in range(topics):
+        (n,) = _H.unpack(take(2))
+        name = bytes(take(n))
+        out += _H.pack(len(name)) + name
+        (parts,) = _I.unpack(take(4))
+        if parts < 0 or parts > len(mv):
+            raise ValueError("bad partition count")
+        out += _I.pack(parts)
+        for _ in range(parts):
+            (index,) = _I.unpack(take(4))
+            (size,) = _I.unpack(take(4))
+            if size > 0:
+                take(size)
+            out += struct.pack(">ihq", index, errors.UNSUPPORTED_VERSION, -1)
+            if version >= 2:
+                out += struct.pack(">q", -1)
+    if pos != len(mv):
+        raise ValueError("bytes after the Produce v0-2 body")
+    if version >= 1:
+        out += _I.pack(0)
+    return None if acks == 0 else bytes(out)

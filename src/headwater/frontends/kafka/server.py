@@ -1,0 +1,127 @@
+"""The Kafka wire-protocol connection: size-prefixed frames in, registry lookups, responses out.
+
+Per connection, one request at a time, as Kafka's broker does (it mutes a
+channel while a request is in flight), so responses leave in request order:
+read the 4-byte size and check it against ``max_request_size`` *before*
+reading the frame; peek ``api_key``/``api_version``; look the API up in the
+registry; decode the header (v1, or v2 for flexible versions) and the body
+with kio; run the handler; write the response header (v0, or v1 for flexible
+versions except ApiVersions) and body. A handler returning None sends
+nothing (Produce acks=0).
+
+What closes the connection (and only it): a size below 8 or above the cap,
+an API key or version that is not registered (except ApiVersions, answered
+in v0 with UNSUPPORTED_VERSION and its own range, as Kafka does), a header
+or body that does not decode, or a handler failing unexpectedly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import struct
+
+from ...config import KafkaConfig, parse_address
+from ...core.broker import Broker
+from ..listener import Connection
+from . import handlers  # noqa: F401  (registers every API)
+from . import messages
+from .framing import SIZE, FrameError, decode_request_header, peek_header, response_prefix
+from .names import Names
+from .registry import APIS, ApiKey, Context
+
+log = logging.getLogger("headwater.kafka")
+
+NODE_ID = 1
+_WRITE_BUFFER_HIGH = 4 * 1024 * 1024
+_API_VERSIONS_V0_ERROR = struct.Struct(">hihhh")  # error_code, [api_keys] count, key, min, max
+
+
+class Close(Exception):
+    """Close this connection (logged with the reason)."""
+
+
+class KafkaFrontend:
+    """State shared by every Kafka connection: the broker, the config, name resolution."""
+
+    def __init__(self, broker: Broker, config: KafkaConfig):
+        self.broker = broker
+        self.config = config
+        self.names = Names(broker, config.stream)
+        host, port = parse_address(config.advertised_address or config.address)
+        if host in ("0.0.0.0", "::", ""):
+            host = "127.0.0.1"
+        self.advertised_host = host
+        self.advertised_port = port
+        self.node_id = NODE_ID
+
+    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, conn: Connection) -> None:
+        max_size = self.config.max_request_size
+        while not conn.closing.is_set():
+            head = await reader.readexactly(4)
+            (size,) = SIZE.unpack(head)
+            if size < 8 or size > max_size:
+                log.info("request size refused", extra={"kv": {"peer": conn.peer, "size": size, "max": max_size}})
+                return
+            frame = await reader.readexactly(size)
+            conn.busy = True
+            try:
+                out = await self._handle(frame, conn)
+            except Close as e:
+                log.info("connection closed", extra={"kv": {"peer": conn.peer, "reason": str(e)}})
+                return
+            finally:
+                conn.busy = False
+            if out:
+                writer.writelines(out)
+                if writer.transport.get_write_buffer_size() > _WRITE_BUFFER_HIGH:
+                    await writer.drain()
+
+    async def _handle(self, frame: bytes, conn: Connection) -> list[bytes] | None:
+        try:
+            api_key, version, correlation_id = peek_header(frame)
+        except FrameError as e:
+            raise Close(str(e)) from e
+        api = APIS.get(api_key)
+        if api is None or not api.min_version <= version <= api.max_version:
+            if api_key == ApiKey.API_VERSIONS and api is not None:
+                body = _API_VERSIONS_V0_ERROR.pack(35, 1, api.key, api.min_version, api.max_version)
+                return [response_prefix(correlation_id, len(body), False), body]
+            raise Close(f"unsupported API {api_key} v{version}")
+        schema = messages.has_schema(api_key, version)
+        flexible = schema and messages.is_flexible(api_key, version)
+        try:
+            header, pos = decode_request_header(frame, flexible)
+            if schema:
+                request = messages.decode(messages.request_class(api_key, version), frame, pos)
+            else:
+                request = memoryview(frame)[pos:]
+        except Exception as e:  # FrameError, or kio's SerialError family
+            raise Close(f"undecodable request {api_key} v{version}: {e}") from e
+        ctx = Context(
+            self.broker,
+            self,
+            peer=conn.peer,
+            api_key=api_key,
+            version=version,
+            correlation_id=correlation_id,
+            client_id=header.client_id,
+            closing=conn.closing,
+        )
+        try:
+            result = api.handler(ctx, request)
+            if inspect.isawaitable(result):
+                result = await result
+        except Exception as e:
+            log.exception("handler failed", extra={"kv": {"api_key": api_key, "version": version}})
+            raise Close(f"handler failed: {e!r}") from e
+        if result is None:
+            return None
+        body = bytes(result) if isinstance(result, (bytes, bytearray, memoryview)) else messages.encode(result)
+        flexible_response = flexible and api_key != ApiKey.API_VERSIONS
+        return [response_prefix(correlation_id, len(body), flexible_response), body]
+
+
+def make_kafka_serve(broker: Broker, config: KafkaConfig):
+    return KafkaFrontend(broker, config).serve
