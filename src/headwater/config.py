@@ -53,6 +53,12 @@ class KafkaConfig:
     stream: str = "kafka"  # the Iggy stream that holds topics created through Kafka
     max_request_size: int = 100 * 1024 * 1024
     advertised_address: str = ""  # HOST:PORT clients are told to connect to ("" = address; 0.0.0.0 -> 127.0.0.1)
+    # consumer groups (Kafka's broker settings of the same names, group.*)
+    group_initial_rebalance_delay_ms: int = 3_000  # a group's first rebalance waits this long for more joiners
+    group_min_session_timeout_ms: int = 6_000
+    group_max_session_timeout_ms: int = 1_800_000
+    group_max_size: int = 0  # members per group; 0 = unlimited
+    offset_metadata_max_bytes: int = 4_096  # longer commit metadata gets OFFSET_METADATA_TOO_LARGE
 
 
 @dataclass(frozen=True)

@@ -185,7 +185,9 @@ class RawConnection:
 
     def login_token(self, token: str) -> Answer:
         body = version.encode_login_register_with_pat(
-            version.LoginRegisterWithPat(version.ClientVersionInfo(version.PROTOCOL_VERSION, "raw-test", "0.0.1"), token)
+            version.LoginRegisterWithPat(
+                version.ClientVersionInfo(version.PROTOCOL_VERSION, "raw-test", "0.0.1"), token
+            )
         )
         self.send(self.frame(int(Command.LOGIN_REGISTER_WITH_PAT), body, operation=1, request=0, session=0))
         return self.read()
@@ -719,3 +721,53 @@ def _wire_permissions(*, read_servers: bool, streams: ig.Permissions):
         out.append(wp.StreamPermissions(sid, *flags(sp, stream_flags), topics))
     g = wp.GlobalPermissions(False, read_servers, *([False] * 8))
     return wp.Permissions(g, tuple(out))
+
+
+def test_server_side_balanced_and_key_partitioning(server, root):
+    """The SDK resolves Balanced and MessagesKey itself; other clients leave it to the server."""
+    assert root.call_request(ws.CreateStream("routing")).status == 0
+    assert root.call_request(wtop.CreateTopic("routing", 3, "t")).status == 0
+
+    def send(partitioning: Partitioning) -> int:
+        batch = batch_codec.build_batch([batch_codec.Message(b"x")])
+        a = root.call_request(wm.SendMessages("routing", "t", partitioning, 1, memoryview(batch)))
+        assert a.status == 0
+        (confirmation,) = wm.decode_send_messages_reply(a.body)
+        return confirmation.partition_id
+
+    assert sorted(send(Partitioning.balanced()) for _ in range(6)) == [0, 0, 1, 1, 2, 2]
+    keyed = {send(Partitioning.by_key(b"order-17")) for _ in range(5)}
+    assert keyed == {xxhash.xxh3_64_intdigest(b"order-17") % 3}
+    assert len({send(Partitioning.by_key(b"k-%d" % i)) for i in range(30)}) == 3
+    assert send(Partitioning.by_partition(2)) == 2
+
+
+def test_group_poll_without_a_partition_id(server, root):
+    """Served too (the SDK always names one): the group hands the member its partitions in turn."""
+    assert root.call_request(ws.CreateStream("handout")).status == 0
+    assert root.call_request(wtop.CreateTopic("handout", 2, "t")).status == 0
+    for p in (0, 1):
+        assert send_batch(root, "handout", "t", p, [b"p%d" % p]).status == 0
+    assert root.call_request(wg.CreateConsumerGroup("handout", "t", "g")).status == 0
+    group = Consumer(ConsumerKind.CONSUMER_GROUP, "g")
+    assert poll(root, "handout", "t", None, consumer=group).status == 5006  # not a member
+    assert root.call_request(wg.JoinConsumerGroup("handout", "t", "g")).status == 0
+    seen = set()
+    for _ in range(2):
+        prefix, rest = wm.decode_poll_reply(poll(root, "handout", "t", None, consumer=group).body)
+        assert prefix.messages_count == 1
+        seen.add(prefix.partition_id)
+    assert seen == {0, 1}
+    with RawConnection(server.iggy_address) as a, RawConnection(server.iggy_address) as b:
+        for member in (a, b):
+            member.login()
+            assert member.call_request(wg.JoinConsumerGroup("handout", "t", "g")).status == 0
+        # three members, two partitions: somebody holds none, and polls nothing
+        def assigned(m: RawConnection) -> tuple[int, ...]:
+            sync = m.call_request(wg.SyncConsumerGroup("handout", "t", "g"))
+            return wg.decode_sync_consumer_group_reply(sync.body).partitions
+
+        empty = [m for m in (root, a, b) if assigned(m) == ()]
+        assert len(empty) == 1
+        reply = poll(empty[0], "handout", "t", None, consumer=group)
+        assert (reply.status, reply.body) == (0, wm.encode_poll_prefix(0, 0, 0))

@@ -16,11 +16,11 @@ import apache_iggy as ig
 from conftest import ServerProcess, free_port
 from headwater.codec.iggy.codes import ConsumerKind
 from headwater.codec.iggy.commands import encode_request_body
-from headwater.codec.iggy.commands import groups as wg
 from headwater.codec.iggy.commands import offsets as wo
 from headwater.codec.iggy.commands import system as wsys
 from headwater.codec.iggy.commands import tokens as wt
 from headwater.codec.iggy.primitives import Consumer
+from test_iggy_raw import RawConnection
 
 MIB = 1024 * 1024
 
@@ -52,7 +52,8 @@ async def all_messages(client, stream, topic, partitions: int) -> dict[int, list
 
 def topic_view(t) -> tuple:
     return (t.id, t.name, t.partitions_count, t.compression_algorithm, t.messages_count, t.size,
-            t.created_at, t.options.to_scalar_dict(), [(p.id, p.messages_count, p.current_offset) for p in t.partitions])
+            t.created_at, t.options.to_scalar_dict(),
+            [(p.id, p.messages_count, p.current_offset) for p in t.partitions])
 
 
 PERMS = ig.Permissions(
@@ -78,7 +79,8 @@ def test_sigterm_restart_keeps_everything(fresh_server):
         await c.create_user("dave", "first-pw", ig.UserStatus.Active, PERMS)
         await c.change_password("dave", "first-pw", "second-pw")
         dave = await login(fresh_server, "dave", "second-pw")
-        token = wt.decode_raw_personal_access_token(await raw(dave, wt.CreatePersonalAccessToken("dave-token", 0))).token
+        created = await raw(dave, wt.CreatePersonalAccessToken("dave-token", 0))
+        token = wt.decode_raw_personal_access_token(created).token
         await raw(c, wo.StoreConsumerOffset(single, "keep", "t", 0, 4))
         await c.create_consumer_group("keep", "t", "g")
         await c.join_consumer_group("keep", "t", "g")
@@ -94,8 +96,11 @@ def test_sigterm_restart_keeps_everything(fresh_server):
 
     token, state = asyncio.run(before())
     assert sum(len(v) for v in state["messages"].values()) == 60
-    rc = fresh_server.stop()
+    with RawConnection(fresh_server.iggy_address) as idle:  # still connected at shutdown
+        idle.login()
+        rc = fresh_server.stop()
     assert rc == 0, fresh_server.log()
+    assert "Traceback" not in fresh_server.log()  # a clean shutdown, idle connections included
     fresh_server.start()
 
     async def after():

@@ -78,7 +78,8 @@ def test_send_with_each_partitioning(server):
         s_id = (await c.get_stream("send")).id
         t_id = (await c.get_topic("send", "t")).id
 
-        r = await c.send_messages("send", "t", ig.Partitioning.partition_id(2), [ig.SendMessage(b"p2-%d" % i) for i in range(4)])
+        r = await c.send_messages("send", "t", ig.Partitioning.partition_id(2),
+                                  [ig.SendMessage(b"p2-%d" % i) for i in range(4)])
         (conf,) = r.confirmations
         assert (conf.stream_id, conf.topic_id, conf.partition_id, conf.base_offset) == (s_id, t_id, 2, 0)
         r = await c.send_messages("send", "t", 2, [ig.SendMessage("more")])  # int shorthand
@@ -124,7 +125,8 @@ def test_poll_strategies_count_and_message_fields(server):
         assert stamps == sorted(stamps) and stamps[0] > 0
 
         assert [m.offset() for m in await poll(c, "poll", "t", 0, ig.PollingStrategy.First(), count=3)] == [0, 1, 2]
-        assert [m.offset() for m in await poll(c, "poll", "t", 0, ig.PollingStrategy.Offset(3), count=4)] == [3, 4, 5, 6]
+        by_offset = await poll(c, "poll", "t", 0, ig.PollingStrategy.Offset(3), count=4)
+        assert [m.offset() for m in by_offset] == [3, 4, 5, 6]
         assert [m.offset() for m in await poll(c, "poll", "t", 0, ig.PollingStrategy.Last(), count=3)] == [7, 8, 9]
         assert await poll(c, "poll", "t", 0, ig.PollingStrategy.Offset(10)) == []
         by_time = await poll(c, "poll", "t", 0, ig.PollingStrategy.Timestamp(stamps[5]), count=2)
@@ -157,6 +159,7 @@ def test_consumer_offsets_get_store_delete(server):
         await c.create_topic("offsets", "t", 2)
         await c.send_messages("offsets", "t", 1, [ig.SendMessage(b"%d" % i) for i in range(8)])
         me = Consumer(ConsumerKind.CONSUMER, "worker")
+        worker = ig.Consumer.Single("worker")
         assert await stored_offset(c, me, "offsets", "t", 1) is None
 
         got = await poll(c, "offsets", "t", 1, ig.PollingStrategy.Next(), count=5,
@@ -167,14 +170,14 @@ def test_consumer_offsets_get_store_delete(server):
 
         assert await raw(c, wo.StoreConsumerOffset(me, "offsets", "t", 1, 1)) == b""
         assert await stored_offset(c, me, "offsets", "t", 1) == 1
-        got = await poll(c, "offsets", "t", 1, ig.PollingStrategy.Next(), count=2, consumer=ig.Consumer.Single("worker"))
+        got = await poll(c, "offsets", "t", 1, ig.PollingStrategy.Next(), count=2, consumer=worker)
         assert [m.offset() for m in got] == [2, 3]
 
         assert await raw(c, wo.DeleteConsumerOffset(me, "offsets", "t", 1)) == b""
         assert await stored_offset(c, me, "offsets", "t", 1) is None
         with pytest.raises(RuntimeError):
             await raw(c, wo.DeleteConsumerOffset(me, "offsets", "t", 1))  # nothing stored any more
-        got = await poll(c, "offsets", "t", 1, ig.PollingStrategy.Next(), count=1, consumer=ig.Consumer.Single("worker"))
+        got = await poll(c, "offsets", "t", 1, ig.PollingStrategy.Next(), count=1, consumer=worker)
         assert [m.offset() for m in got] == [0]
 
         # offsets are per partition, and the numeric consumer 7 is the named consumer "7"

@@ -23,7 +23,7 @@ from ..storage.api import StorageEngine
 from . import errors
 from .catalog import Catalog, Stream, Topic, next_id, validate_name
 from .groups.assigned import AssignedGroup
-from .offsets import CONSUMER, GROUP, OffsetStore
+from .offsets import CONSUMER, GROUP, Committed, OffsetStore
 from .partition import Partition
 from .permissions import Permissions
 from .producers import ProducerStates
@@ -572,3 +572,36 @@ class Broker:
         base, count = self.append(p, batch, verified=verified)
         states.record(key, topic.created_at_us, producer_id, producer_epoch, base_sequence, count, base)
         return base, count, False
+
+    # --- Consumer-group offset additions (issue 5) ---
+    # Committed offsets looked up by consumer (kind, name) across every topic,
+    # for a Kafka group's "all topics" OffsetFetch, ListGroups, DescribeGroups
+    # and DeleteGroups. The values are the ones Iggy consumer groups of the
+    # same name read and write (core.offsets).
+
+    def committed_entry(self, p: Partition, kind: str, name: str) -> Committed | None:
+        """:meth:`committed` with its metadata string."""
+        return self.offsets.get(p.stream_id, p.topic_id, p.id, kind, name)
+
+    def committed_of(self, kind: str, name: str) -> list[tuple[Topic, Partition, Committed]]:
+        """Every committed offset of one consumer, ordered by (stream, topic, partition) id."""
+        out = []
+        for (s, t, pid, k, n), c in sorted(self.offsets.items(), key=lambda kv: kv[0]):
+            if k != kind or n != name:
+                continue
+            try:
+                topic = self.catalog.topic(s, t)
+                p = topic.partition(pid)
+            except errors.BrokerError:
+                continue
+            out.append((topic, p, c))
+        return out
+
+    def committed_names(self, kind: str) -> set[str]:
+        """The names of every consumer of ``kind`` holding at least one committed offset."""
+        return {k[4] for k, _ in self.offsets.items() if k[3] == kind}
+
+    def delete_committed_of(self, kind: str, name: str) -> int:
+        """Delete every committed offset of one consumer (one durable write per stream)."""
+        streams = sorted({k[0] for k, _ in self.offsets.items() if k[3] == kind and k[4] == name})
+        return sum(self.offsets.delete_where(s, kind=kind, name=name) for s in streams)

@@ -207,6 +207,10 @@ class Users:
         validate_password(new)
         return self._save(replace(u, password_hash=hash_password(new)))
 
+    def set_password_hash(self, ident: int | str, password_hash: str) -> User:
+        """Store a password hash computed elsewhere (off the event loop), e.g. by ``hash_password``."""
+        return self._save(replace(self.get(ident), password_hash=password_hash))
+
     def authenticate(self, username: str, password: str) -> User:
         u = self.find(username)
         if u is None or not check_password(u.password_hash, password):

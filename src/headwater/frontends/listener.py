@@ -68,7 +68,9 @@ class Listener:
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
         except asyncio.CancelledError:
-            raise
+            if not self.closing.is_set():
+                raise
+            # shutting down: an idle connection cancelled by stop() ends quietly
         except Exception:
             log.exception("connection failed", extra={"kv": {"listener": self.name}})
         finally:

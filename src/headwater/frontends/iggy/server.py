@@ -68,7 +68,10 @@ class IggyFrontend:
         max_size = self.config.max_frame_size
         try:
             while not conn.closing.is_set():
-                head = await reader.readexactly(_HEADER)
+                try:
+                    head = await reader.readexactly(_HEADER)
+                except asyncio.CancelledError:
+                    return  # shutdown while idle between requests: nothing is lost, just close
                 size = _SIZE.unpack_from(head, framing.SIZE_OFFSET)[0]
                 if size < _HEADER or size > max_size:
                     # refused before a single body byte is read or buffered

@@ -24,6 +24,15 @@ class ApiKey(enum.IntEnum):
     FETCH = 1
     LIST_OFFSETS = 2
     METADATA = 3
+    OFFSET_COMMIT = 8
+    OFFSET_FETCH = 9
+    FIND_COORDINATOR = 10
+    JOIN_GROUP = 11
+    HEARTBEAT = 12
+    LEAVE_GROUP = 13
+    SYNC_GROUP = 14
+    DESCRIBE_GROUPS = 15
+    LIST_GROUPS = 16
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
@@ -33,7 +42,9 @@ class ApiKey(enum.IntEnum):
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     CREATE_PARTITIONS = 37
+    DELETE_GROUPS = 42
     INCREMENTAL_ALTER_CONFIGS = 44
+    OFFSET_DELETE = 47
     DESCRIBE_CLUSTER = 60
 
 
@@ -75,6 +86,7 @@ class Context:
     correlation_id: int = 0
     client_id: str | None = None
     closing: Any = None  # asyncio.Event set at shutdown (long polls return early)
+    peer_gone: Callable[[], Awaitable[Any]] | None = None  # fails when the peer closes (parked group requests)
 
     @property
     def config(self) -> KafkaConfig:

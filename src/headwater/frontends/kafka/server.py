@@ -9,6 +9,12 @@ with kio; run the handler; write the response header (v0, or v1 for flexible
 versions except ApiVersions) and body. A handler returning None sends
 nothing (Produce acks=0).
 
+A handler that parks (JoinGroup, SyncGroup waiting for the rest of the
+group) asks ``ctx.peer_gone()``: the connection then reads the next
+request's 4-byte size ahead, so that a peer closing the connection ends the
+parked request at once (nothing is sent; see ``groups.py``). A request that
+arrives early is held and handled after the parked one, in order.
+
 What closes the connection (and only it): a size below 8 or above the cap,
 an API key or version that is not registered (except ApiVersions, answered
 in v0 with UNSUPPORTED_VERSION and its own range, as Kafka does), a header
@@ -27,6 +33,7 @@ from ...core.broker import Broker
 from ..listener import Connection
 from . import handlers  # noqa: F401  (registers every API)
 from . import messages
+from .groups import KafkaGroups
 from .framing import SIZE, FrameError, decode_request_header, peek_header, response_prefix
 from .names import Names
 from .registry import APIS, ApiKey, Context
@@ -42,8 +49,30 @@ class Close(Exception):
     """Close this connection (logged with the reason)."""
 
 
+class _Input:
+    """A connection's input side: request sizes, read in turn or one ahead while a request is parked."""
+
+    __slots__ = ("reader", "ahead")
+
+    def __init__(self, reader: asyncio.StreamReader):
+        self.reader = reader
+        self.ahead: asyncio.Future | None = None
+
+    async def next_size(self) -> bytes:
+        if self.ahead is not None:
+            ahead, self.ahead = self.ahead, None
+            return await ahead
+        return await self.reader.readexactly(4)
+
+    def read_ahead(self) -> asyncio.Future:
+        """The next request's size, being read now: fails with IncompleteReadError once the peer closes."""
+        if self.ahead is None:
+            self.ahead = asyncio.ensure_future(self.reader.readexactly(4))
+        return self.ahead
+
+
 class KafkaFrontend:
-    """State shared by every Kafka connection: the broker, the config, name resolution."""
+    """State shared by every Kafka connection: the broker, the config, name resolution, the groups."""
 
     def __init__(self, broker: Broker, config: KafkaConfig):
         self.broker = broker
@@ -55,11 +84,25 @@ class KafkaFrontend:
         self.advertised_host = host
         self.advertised_port = port
         self.node_id = NODE_ID
+        self.groups = KafkaGroups(config)
 
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, conn: Connection) -> None:
         max_size = self.config.max_request_size
+        source = _Input(reader)
+        try:
+            await self._loop(source, writer, conn, max_size)
+        finally:
+            ahead = source.ahead
+            if ahead is not None:
+                if not ahead.done():
+                    ahead.cancel()
+                elif not ahead.cancelled():
+                    ahead.exception()  # retrieved: the peer closed while we were leaving anyway
+
+    async def _loop(self, source: _Input, writer: asyncio.StreamWriter, conn: Connection, max_size: int) -> None:
+        reader = source.reader
         while not conn.closing.is_set():
-            head = await reader.readexactly(4)
+            head = await source.next_size()
             (size,) = SIZE.unpack(head)
             if size < 8 or size > max_size:
                 log.info("request size refused", extra={"kv": {"peer": conn.peer, "size": size, "max": max_size}})
@@ -67,7 +110,7 @@ class KafkaFrontend:
             frame = await reader.readexactly(size)
             conn.busy = True
             try:
-                out = await self._handle(frame, conn)
+                out = await self._handle(frame, conn, source)
             except Close as e:
                 log.info("connection closed", extra={"kv": {"peer": conn.peer, "reason": str(e)}})
                 return
@@ -78,7 +121,7 @@ class KafkaFrontend:
                 if writer.transport.get_write_buffer_size() > _WRITE_BUFFER_HIGH:
                     await writer.drain()
 
-    async def _handle(self, frame: bytes, conn: Connection) -> list[bytes] | None:
+    async def _handle(self, frame: bytes, conn: Connection, source: _Input) -> list[bytes] | None:
         try:
             api_key, version, correlation_id = peek_header(frame)
         except FrameError as e:
@@ -108,6 +151,7 @@ class KafkaFrontend:
             correlation_id=correlation_id,
             client_id=header.client_id,
             closing=conn.closing,
+            peer_gone=source.read_ahead,
         )
         try:
             result = api.handler(ctx, request)

@@ -13,7 +13,6 @@ import threading
 from .... import __version__
 from ....codec.iggy.codes import Command, OptionsScope
 from ....codec.iggy.commands import system as w
-from ....codec.iggy.version import PROTOCOL_VERSION
 from ....config import parse_address
 from ....core import errors
 from ....core import topic_options as topt

@@ -7,12 +7,15 @@ change their own password and manage their own tokens.
 
 from __future__ import annotations
 
+import asyncio
+
 from ....codec.iggy import primitives as wp
 from ....codec.iggy.codes import Command
 from ....codec.iggy.commands import tokens as wt
 from ....codec.iggy.commands import users as w
+from ....core import errors
 from ....core import permissions as cp
-from ....core.users import User
+from ....core.users import User, check_password, hash_password, validate_password
 from ..registry import Context, iggy_command
 from ._common import reject_options, require
 
@@ -29,7 +32,10 @@ def to_core_permissions(p: wp.Permissions | None) -> cp.Permissions | None:
         {
             s.stream_id: cp.StreamPermissions(
                 s.manage_stream, s.read_stream, s.manage_topics, s.read_topics, s.poll_messages, s.send_messages,
-                {t.topic_id: cp.TopicPermissions(t.manage_topic, t.read_topic, t.poll_messages, t.send_messages) for t in s.topics},
+                {
+                    t.topic_id: cp.TopicPermissions(t.manage_topic, t.read_topic, t.poll_messages, t.send_messages)
+                    for t in s.topics
+                },
             )
             for s in p.streams
         },
@@ -86,12 +92,8 @@ def get_users(ctx: Context, req: w.GetUsers) -> bytes:
 async def create_user(ctx: Context, req: w.CreateUser) -> bytes:
     require(ctx.checker.manage_users(), "manage users")
     reject_options(req.options, "user")
-    import asyncio
-
     loop = asyncio.get_running_loop()
     # Argon2id hashing takes tens of milliseconds: keep it off the event loop.
-    from ....core.users import hash_password, validate_password
-
     validate_password(req.password)
     password_hash = await loop.run_in_executor(None, hash_password, req.password)
     u = ctx.broker.create_user(
@@ -127,11 +129,14 @@ def update_permissions(ctx: Context, req: w.UpdatePermissions) -> bytes:
 async def change_password(ctx: Context, req: w.ChangePassword) -> bytes:
     u = ctx.broker.users.get(req.user_id)
     require(_is_self(ctx, u) or ctx.checker.manage_users(), "manage users")
-    import asyncio
-
-    await asyncio.get_running_loop().run_in_executor(
-        None, ctx.broker.users.change_password, u.id, req.current_password, req.new_password
-    )
+    validate_password(req.new_password)
+    # Argon2id verification and hashing take tens of milliseconds each: run them in a worker
+    # thread, then change the user here, on the event loop (the stores are not thread-safe).
+    loop = asyncio.get_running_loop()
+    if not await loop.run_in_executor(None, check_password, u.password_hash, req.current_password):
+        raise errors.InvalidCredentials("current password is wrong")
+    password_hash = await loop.run_in_executor(None, hash_password, req.new_password)
+    ctx.broker.users.set_password_hash(u.id, password_hash)
     return b""
 
 

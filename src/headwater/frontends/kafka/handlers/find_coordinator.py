@@ -1,0 +1,44 @@
+"""FindCoordinator (key 10), versions 0-6: this node coordinates every consumer group.
+
+v0 has a key only (a group id); v1 adds key_type (0 group, 1 transaction),
+throttle_time and error_message; v3 flexible; v4 batches keys
+(coordinator_keys in, one Coordinator per key out); v5 adds only the
+TRANSACTION_ABORTABLE error; v6 share-group keys (key_type 2).
+
+A group key, whatever its spelling (Kafka checks group ids where they are
+used, not here), gets node 1 at the advertised address. A transaction key
+gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as InitProducerId does (no
+transactions); share groups and unknown key types get INVALID_REQUEST.
+"""
+
+from __future__ import annotations
+
+from .. import errors
+from ..registry import ApiKey, Context, kafka_api
+
+GROUP, TRANSACTION = 0, 1
+
+
+def _lookup(ctx: Context, key_type: int) -> tuple[int, str | None, int, str, int]:
+    """(error, message, node id, host, port) for one key of ``key_type``."""
+    fe = ctx.frontend
+    if key_type == GROUP:
+        return errors.NONE, None, fe.node_id, fe.advertised_host, fe.advertised_port
+    if key_type == TRANSACTION:
+        return errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactions are not supported", -1, "", -1
+    return errors.INVALID_REQUEST, f"unsupported coordinator key type {key_type}", -1, "", -1
+
+
+@kafka_api(ApiKey.FIND_COORDINATOR, versions=(0, 6))
+def find_coordinator(ctx: Context, request):
+    key_type = getattr(request, "key_type", GROUP)
+    if ctx.version < 4:
+        code, message, node, host, port = _lookup(ctx, key_type)
+        return ctx.response(throttle_time=0, error_code=code, error_message=message, node_id=node, host=host,
+                            port=port)
+    coordinators = []
+    for key in request.coordinator_keys:
+        code, message, node, host, port = _lookup(ctx, key_type)
+        coordinators.append(ctx.build("Coordinator", key=key, node_id=node, host=host, port=port, error_code=code,
+                                      error_message=message))
+    return ctx.response(throttle_time=0, coordinators=tuple(coordinators))

@@ -1,0 +1,68 @@
+"""OffsetCommit (key 8), versions 2-9: store a group's next offsets to consume, with metadata.
+
+v2 drops the per-partition timestamp of v1 and adds retention_time
+(ignored: committed offsets never expire here); v3 throttle_time; v5 drops
+retention_time; v6 committed_leader_epoch (not stored: OffsetFetch reports
+-1); v7 group_instance_id; v8 flexible; v9 generation_id_or_member_epoch is
+the generation for classic groups, as before. v0-1 are not served (Kafka 4
+dropped them); old librdkafka only needs 2 inside the range.
+
+Who may commit (``GroupCoordinator.validate_commit``): a member of the
+current generation (not while the group waits for the leader's assignment:
+REBALANCE_IN_PROGRESS); or anyone with generation -1 and no member id while
+the group is Empty or unknown (a "simple" consumer or an admin client: the
+group is created Empty). A refusal (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID,
+FENCED_INSTANCE_ID, ...) is the code of every partition of the request.
+
+Per partition: UNKNOWN_TOPIC_OR_PARTITION for a topic or partition that does
+not exist; OFFSET_METADATA_TOO_LARGE above ``kafka.offset_metadata_max_bytes``
+(UTF-8 bytes); otherwise the offset is written through ``Broker.commit``
+(durable before the answer) under ``(partition, "group", group_id)``, the
+key an Iggy consumer group of the same name uses. A negative offset means
+"no offset" to Kafka readers and removes the stored one.
+"""
+
+from __future__ import annotations
+
+from ....core.offsets import GROUP
+from ....core.groups.classic import Outcome
+from .. import errors
+from ..registry import ApiKey, Context, kafka_api
+
+
+@kafka_api(ApiKey.OFFSET_COMMIT, versions=(2, 9))
+def offset_commit(ctx: Context, request):
+    broker = ctx.broker
+    names = ctx.frontend.names
+    group_id = request.group_id
+    outcome = ctx.frontend.groups.validate_commit(
+        group_id,
+        member_id=request.member_id or "",
+        generation_id=request.generation_id_or_member_epoch,
+        group_instance_id=getattr(request, "group_instance_id", None),
+    )
+    group_error = errors.group_code(outcome) if outcome is not Outcome.OK else errors.NONE
+    limit = ctx.config.offset_metadata_max_bytes
+    topics = []
+    for t in request.topics:
+        topic = names.resolve(t.name)
+        parts = []
+        for q in t.partitions:
+            p = None if topic is None else topic.partitions.get(q.partition_index)
+            metadata = q.committed_metadata or ""
+            if p is None:
+                code = errors.UNKNOWN_TOPIC_OR_PARTITION
+            elif group_error:
+                code = group_error
+            elif len(metadata.encode()) > limit:
+                code = errors.OFFSET_METADATA_TOO_LARGE
+            else:
+                if q.committed_offset < 0:
+                    broker.delete_committed(p, GROUP, group_id)
+                else:
+                    broker.commit(p, GROUP, group_id, q.committed_offset, metadata)
+                code = errors.NONE
+            parts.append(ctx.build("OffsetCommitResponsePartition", partition_index=q.partition_index,
+                                   error_code=code))
+        topics.append(ctx.build("OffsetCommitResponseTopic", name=t.name, partitions=tuple(parts)))
+    return ctx.response(throttle_time=0, topics=tuple(topics))

@@ -1,0 +1,73 @@
+"""OffsetFetch (key 9), versions 1-9: a group's committed offsets, with their metadata.
+
+v1 names its topics and partitions; v2 adds a top-level error_code and a
+null topic list meaning "every partition the group has an offset for";
+v3 throttle_time; v5 committed_leader_epoch (always -1: not stored); v6
+flexible; v7 require_stable (no transactions: offsets are always stable);
+v8 batches groups, one answer each; v9 member_id and member_epoch (for
+KIP-848 groups; a classic group ignores them, as Kafka's does).
+
+The values are those ``Broker.commit`` stored under ``(partition, "group",
+group_id)``: what Kafka members committed and what Iggy consumer groups of
+the same name stored (Iggy's "last consumed" + 1). A partition without an
+offset, or of a topic that does not exist, answers offset -1, metadata ""
+and no error, as Kafka does. "Every partition" lists only topics Kafka can
+name (``names.py``).
+"""
+
+from __future__ import annotations
+
+from ....core.offsets import GROUP
+from ..registry import ApiKey, Context, kafka_api
+
+NO_OFFSET = -1
+
+
+def _offsets(ctx: Context, group_id: str, wanted) -> list[tuple[str, list[tuple[int, int, str]]]]:
+    """[(topic name, [(partition, offset, metadata)])] for the requested topics, or all (``wanted`` None)."""
+    broker = ctx.broker
+    names = ctx.frontend.names
+    if wanted is None:
+        found: dict[str, list[tuple[int, int, str]]] = {}
+        for topic, p, c in broker.committed_of(GROUP, group_id):
+            name = names.name_of(topic)
+            if name is not None:
+                found.setdefault(name, []).append((p.id, c.offset, c.metadata))
+        return list(found.items())
+    out = []
+    for name, indexes in wanted:
+        topic = names.resolve(name)
+        parts = []
+        for i in indexes:
+            p = None if topic is None else topic.partitions.get(i)
+            c = None if p is None else broker.committed_entry(p, GROUP, group_id)
+            parts.append((i, NO_OFFSET, "") if c is None else (i, c.offset, c.metadata))
+        out.append((name, parts))
+    return out
+
+
+def _topics(ctx: Context, found, topic_class: str, partition_class: str) -> tuple:
+    return tuple(
+        ctx.build(topic_class, name=name, partitions=tuple(
+            ctx.build(partition_class, partition_index=i, committed_offset=offset, committed_leader_epoch=-1,
+                      metadata=metadata, error_code=0)
+            for i, offset, metadata in parts))
+        for name, parts in found
+    )
+
+
+@kafka_api(ApiKey.OFFSET_FETCH, versions=(1, 9))
+def offset_fetch(ctx: Context, request):
+    if ctx.version < 8:
+        wanted = None if request.topics is None else [(t.name, t.partition_indexes) for t in request.topics]
+        found = _offsets(ctx, request.group_id, wanted)
+        return ctx.response(throttle_time=0, error_code=0,
+                            topics=_topics(ctx, found, "OffsetFetchResponseTopic", "OffsetFetchResponsePartition"))
+    groups = []
+    for g in request.groups:
+        wanted = None if g.topics is None else [(t.name, t.partition_indexes) for t in g.topics]
+        found = _offsets(ctx, g.group_id, wanted)
+        groups.append(ctx.build("OffsetFetchResponseGroup", group_id=g.group_id, error_code=0,
+                                topics=_topics(ctx, found, "OffsetFetchResponseTopics",
+                                               "OffsetFetchResponsePartitions")))
+    return ctx.response(throttle_time=0, groups=tuple(groups))
