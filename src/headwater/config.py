@@ -42,6 +42,7 @@ class TcpConfig:
     address: str = "127.0.0.1:8090"
     max_frame_size: int = 64 * 1024 * 1024  # bytes, header included; larger frames close the connection
     session_reply_cache: int = 64  # cached metadata replies kept per client for deduplication
+    heartbeat_interval_s: float = 0.0  # > 0: evict (reason 13, StaleClient) a connection silent for 1.2x this
 
 
 @dataclass(frozen=True)

@@ -771,3 +771,19 @@ def test_group_poll_without_a_partition_id(server, root):
         assert len(empty) == 1
         reply = poll(empty[0], "handout", "t", None, consumer=group)
         assert (reply.status, reply.body) == (0, wm.encode_poll_prefix(0, 0, 0))
+
+
+def test_a_silent_client_is_evicted_as_stale_when_heartbeats_are_on(fresh_server):
+    fresh_server.stop()
+    fresh_server.start(env={"HEADWATER_TCP_HEARTBEAT_INTERVAL_S": "0.5"})
+    with RawConnection(fresh_server.iggy_address) as chatty, RawConnection(fresh_server.iggy_address) as silent:
+        chatty.login()
+        silent.login()
+        # one connection keeps pinging within the allowance (1.2 x 0.5 s); the other says nothing
+        for _ in range(4):
+            assert chatty.call(Command.PING).status == 0
+            time.sleep(0.25)
+        a = silent.read()
+        assert (a.kind, a.reason) == ("eviction", EvictionReason.STALE_CLIENT)
+        assert silent.closed()
+        assert chatty.call(Command.PING).status == 0

@@ -66,12 +66,18 @@ class IggyFrontend:
         ctx = Context(self.broker, client, self)
         cs = _ConnState()
         max_size = self.config.max_frame_size
+        allowance = self.config.heartbeat_interval_s * 1.2 or None  # Iggy's grace: 1.2 x the interval
         try:
             while not conn.closing.is_set():
                 try:
-                    head = await reader.readexactly(_HEADER)
+                    head = await asyncio.wait_for(reader.readexactly(_HEADER), allowance)
                 except asyncio.CancelledError:
                     return  # shutdown while idle between requests: nothing is lost, just close
+                except asyncio.TimeoutError:
+                    log.info("stale client evicted", extra={"kv": {"peer": conn.peer, "silent_s": allowance}})
+                    writer.write(self._evict(cs, cs.client or 0, Event.STALE))
+                    await writer.drain()
+                    return
                 size = _SIZE.unpack_from(head, framing.SIZE_OFFSET)[0]
                 if size < _HEADER or size > max_size:
                     # refused before a single body byte is read or buffered

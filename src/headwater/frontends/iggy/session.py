@@ -79,6 +79,7 @@ class Event(enum.Enum):
     FRAME_SIZE = "frame_size"  # size < 256 or > max_frame_size
     FRAME_COMMAND = "frame_command"  # header command byte is not 5 (Request)
     FRAME_OPERATION = "frame_operation"  # operation 0, 64..127 or unknown
+    STALE = "stale"  # nothing heard for longer than the heartbeat allowance
 
 
 class Action(enum.Enum):
@@ -114,6 +115,7 @@ _ANY_STATE: dict[Event, Outcome] = {
     Event.FRAME_SIZE: _evict(EvictionReason.INVALID_REQUEST_BODY_SIZE),
     Event.FRAME_COMMAND: _evict(EvictionReason.INVALID_REQUEST_BODY),
     Event.FRAME_OPERATION: _evict(EvictionReason.INVALID_REQUEST_OPERATION),
+    Event.STALE: _evict(EvictionReason.STALE_CLIENT),
 }
 
 TRANSITIONS: dict[tuple[State, Event], Outcome] = {
