@@ -211,6 +211,16 @@ class Member:
         self.w.close()
 
 
+def wait_members(server, group: str, n: int) -> None:
+    """Wait until the coordinator counts ``n`` members: the joins sent (and parked) were handled."""
+    w = KafkaWire(server.kafka_address)
+    try:
+        d = wait_for(lambda: describe(w, group)[group], lambda d: len(d.members) == n, step_s=0.05)
+        assert len(d.members) == n, d
+    finally:
+        w.close()
+
+
 def wait_for(fn, ok, timeout_s: float = 30.0, step_s: float = 0.5):
     """Call ``fn`` until ``ok(value)``, at most ``timeout_s``; returns the last value."""
     deadline = time.monotonic() + timeout_s
@@ -297,8 +307,11 @@ def test_member_id_required_handshake_join_sync_heartbeat(gserver):
             assert r.error_code.value == INVALID_GROUP_ID
         finally:
             stranger.close()
-        d = describe(gserver_wire := KafkaWire(gserver.kafka_address), "g-handshake")["g-handshake"]
-        gserver_wire.close()
+        admin = KafkaWire(gserver.kafka_address)
+        try:
+            d = describe(admin, "g-handshake")["g-handshake"]
+        finally:
+            admin.close()
         assert (d.group_state, d.protocol_type, d.protocol_data) == ("Stable", "consumer", "range")
         assert [(x.member_id, x.client_id, x.client_host, x.member_metadata, x.member_assignment)
                 for x in d.members] == [(m.member_id, "wire-test", "/127.0.0.1", b"m", mine)]
@@ -320,6 +333,7 @@ def test_rebalance_protocol_selection_and_parked_sync(gserver):
         assert got.error_code.value == MEMBER_ID_REQUIRED
         b.member_id = got.member_id
         b.send_join()
+        wait_members(gserver, group, 2)
         assert a.heartbeat() == REBALANCE_IN_PROGRESS
         # a protocol nobody else speaks is refused outright, the rebalance goes on
         r = c.join()
@@ -393,6 +407,7 @@ def test_leave_group_batched_and_v0(gserver):
         b.member_id = b.recv_join().member_id
         b.send_join()
         c.send_join()  # JoinGroup v0: no handshake, added at once
+        wait_members(gserver, group, 3)
         assert a.heartbeat() == REBALANCE_IN_PROGRESS
         a.join()
         b.recv_join()
@@ -425,6 +440,7 @@ def test_session_timeout_evicts_a_silent_member(gserver):
         b.send_join()
         b.member_id = b.recv_join().member_id
         b.send_join()
+        wait_members(gserver, group, 2)
         assert a.heartbeat() == REBALANCE_IN_PROGRESS
         a.join()
         b.recv_join()
@@ -451,6 +467,7 @@ def test_a_closed_connection_drops_its_parked_join_and_the_member_expires(gserve
         b.send_join()
         b.member_id = b.recv_join().member_id
         b.send_join()  # parked: the group waits for a to rejoin
+        wait_members(gserver, group, 2)
         b.close()  # ... and b goes away with its join still parked
         assert a.heartbeat() == REBALANCE_IN_PROGRESS
         r = a.join()  # b's parked join counted: the phase completes with both
@@ -638,7 +655,7 @@ def test_shutdown_answers_a_parked_join(tmp_path_factory):
         b.send_join()
         b.member_id = b.recv_join().member_id
         b.send_join()  # parked until a rejoins, which it never does
-        time.sleep(0.2)  # let the join reach the coordinator before the signal
+        wait_members(s, "g-shutdown", 2)
         assert s.stop() == 0
         r = b.recv_join()
         assert r.error_code.value == COORDINATOR_NOT_AVAILABLE

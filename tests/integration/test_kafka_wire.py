@@ -98,8 +98,8 @@ def test_api_versions_ranges_and_unsupported_version(server, wire):
     assert ranges[FETCH][0] <= 4 and ranges[FETCH][1] >= 12
     assert ranges[METADATA] == (0, 13) and ranges[API_VERSIONS] == (0, 4)
     assert ranges[INIT_PRODUCER_ID][0] == 0
-    for group_api in (8, 9, 10, 11, 12, 13, 14):  # consumer groups are not implemented: not advertised
-        assert group_api not in ranges
+    for group_api in (8, 9, 10, 11, 12, 13, 14):  # consumer groups (issue 5; ranges in test_kafka_groups_wire.py)
+        assert group_api in ranges
 
     # ApiVersions v9 (unknown): a v0 body with UNSUPPORTED_VERSION and ApiVersions' own range
     frame = struct.pack(">hhih", API_VERSIONS, 9, 77, 1) + b"x" + b"\x00"
