@@ -457,9 +457,6 @@ def test_a_write_with_a_wrong_session_or_client_after_login_is_evicted(server, f
     healthy(server)
 
 
-@pytest.mark.xfail(strict=True, reason="a Register with request != 0 or session != 0 is accepted as a login; "
-                   "framing.mdx/connection-lifecycle.mdx: Register rides session = 0, request = 0 "
-                   "(codec.iggy.framing.request_fields_problem exists but the server never calls it)")
 @pytest.mark.parametrize("field", ["request", "session"])
 def test_a_register_with_nonzero_request_or_session_is_refused(server, field):
     with Raw(server.iggy_address) as r:
@@ -608,8 +605,6 @@ def test_broken_send_bodies_get_invalid_format_and_nothing_is_appended(server, a
     healthy(server)
 
 
-@pytest.mark.xfail(strict=True, reason="StoreConsumerOffset past the partition's current offset is accepted "
-                   "(Iggy refuses it with InvalidOffset 4100; the consumer then silently skips later messages)")
 def test_storing_a_consumer_offset_past_the_end_is_refused(server, abuse):
     stored = _stored(abuse)[1][1]  # partition 1 has no messages unless a test above sent there
     current = len(stored) - 1

@@ -217,6 +217,9 @@ class IggyFrontend:
             return self._evict(cs, header.client, Event.LOGIN_INCOMPATIBLE, window)
         if header.client == 0:
             return self._evict(cs, header.client, Event.LOGIN_NO_CLIENT_ID)
+        if framing.request_fields_problem(header) is not None:
+            # a Register must carry session 0 and request 0 (connection-lifecycle.mdx)
+            return self._evict(cs, header.client, Event.LOGIN_MALFORMED)
         try:
             user = await self._authenticate(req, body)
         except core_errors.UserInactive:

@@ -154,6 +154,11 @@ def store_consumer_offset(ctx: Context, req: wo.StoreConsumerOffset) -> bytes:
     require(ctx.checker.poll_messages(t.stream_id, t.id), "poll messages")
     kind, name = consumer_key(t, req.consumer)
     p = _offset_partition(ctx, t, req.consumer, req.partition_id, fenced=True)
+    if req.offset >= p.high_watermark:
+        # Iggy refuses an offset past the partition's newest one with InvalidOffset (4100)
+        raise errors.OffsetOutOfRange(
+            f"offset {req.offset} is past the newest offset {p.high_watermark - 1} of partition {p.id}"
+        )
     ctx.broker.commit(p, kind, name, req.offset + 1)
     return b""
 
