@@ -47,7 +47,7 @@ class Listener:
 
     async def start(self) -> None:
         self._server = await asyncio.start_server(
-            self._on_connect, self.host, self.port, limit=self._limit, reuse_address=True
+            self._on_connect, self.host, self.port, limit=self._limit, reuse_address=True, backlog=1024
         )
         log.info("listening", extra={"kv": {"listener": self.name, "address": f"{self.host}:{self.bound_port}"}})
 

@@ -196,6 +196,10 @@ class IggyFrontend:
             if inspect.isawaitable(result):
                 result = await result
             return 0, result
+        except core_errors.CorruptData as e:
+            # stored data failed verification: the read is refused, and an operator must hear of it
+            log.error("corrupt data refused", extra={"kv": {"code": code, "error": str(e)}})
+            return code_for(e), b""
         except core_errors.BrokerError as e:
             log.debug("request refused", extra={"kv": {"code": code, "error": str(e)}})
             return code_for(e), b""
