@@ -15,7 +15,6 @@ are 6 s (the broker's minimum), heartbeats 1 s.
 from __future__ import annotations
 
 import asyncio
-import os
 import shutil
 import signal
 import subprocess
@@ -456,6 +455,45 @@ def test_describe_shows_members_and_delete_refuses_a_live_group(gserver):
         assert rec.errors == [], (rec.client_id, rec.errors)
 
 
+def test_a_static_member_restarts_without_a_rebalance(gserver):
+    from confluent_kafka import Consumer
+    from kafka.admin import KafkaAdminClient
+    from kafka.admin._groups import MemberToRemove
+
+    topic, group, n = "grp-static", "g-static", 3
+    create_topic(gserver, topic, n)
+    admin = KafkaAdminClient(bootstrap_servers=gserver.kafka_address)
+
+    def run_once() -> frozenset[int]:
+        c = Consumer({"bootstrap.servers": gserver.kafka_address, "group.id": group,
+                      "group.instance.id": "static-1", "session.timeout.ms": SESSION_MS,
+                      "heartbeat.interval.ms": HEARTBEAT_MS})
+        c.subscribe([topic])
+        try:
+            assigned = wait_for(lambda: (c.poll(0.1), c.assignment())[1], bool, timeout_s=30, step_s=0)
+            return frozenset(tp.partition for tp in assigned)
+        finally:
+            c.close()  # a static member does not leave on close
+
+    def members():
+        d = admin.describe_groups([group])[group]
+        return d["group_state"], [(m["member_id"], m["group_instance_id"]) for m in d["members"]]
+
+    try:
+        assert run_once() == frozenset(range(n))
+        state, before = members()
+        assert state == "Stable" and [i for _, i in before] == ["static-1"]
+        assert run_once() == frozenset(range(n))
+        state, after = members()
+        assert state == "Stable" and [i for _, i in after] == ["static-1"]
+        assert after[0][0] != before[0][0]  # the restarted instance took a new member id in place
+        removed = admin.remove_group_members(group, [MemberToRemove(group_instance_id="static-1")])
+        assert [e.__name__ for e in removed.values()] == ["NoError"]
+        assert members() == ("Empty", [])
+    finally:
+        admin.close()
+
+
 # --------------------------------------------------------------------------- kcat
 
 
@@ -468,7 +506,7 @@ def test_kcat_balanced_consumer_commits_and_resumes(gserver):
     produce(gserver, topic, 2, [b"k%d" % i for i in range(20)])
 
     def kcat_group() -> list[str]:
-        proc = subprocess.run([KCAT, "-b", gserver.kafka_address, "-G", group, "-o", "beginning", "-e",
+        proc = subprocess.run([KCAT, "-b", gserver.kafka_address, "-G", group, "-X", "auto.offset.reset=earliest", "-e",
                                "-X", f"session.timeout.ms={SESSION_MS}", "-f", "%p %o %s\n", topic],
                               capture_output=True, timeout=60)
         assert proc.returncode == 0, proc.stderr.decode(errors="replace")

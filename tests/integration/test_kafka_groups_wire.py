@@ -457,6 +457,37 @@ def test_session_timeout_evicts_a_silent_member(gserver):
         b.close()
 
 
+def test_a_member_that_does_not_rejoin_within_the_rebalance_timeout_is_dropped(gserver):
+    group = "g-rebalance-timeout"
+    a, b, c = (Member(gserver, group, rebalance_ms=1000) for _ in range(3))
+    try:
+        a.join()
+        a.sync([(a.member_id, b"")])
+        b.send_join()
+        b.member_id = b.recv_join().member_id
+        b.send_join()
+        wait_members(gserver, group, 2)
+        assert a.heartbeat() == REBALANCE_IN_PROGRESS
+        a.join()
+        b.recv_join()
+        a.sync([(a.member_id, b"a"), (b.member_id, b"b")])
+        assert b.sync().assignment == b"b"
+        # c joins; a rejoins when told to; b (alive, session running) never rejoins
+        c.send_join()
+        c.member_id = c.recv_join().member_id
+        c.send_join()
+        wait_members(gserver, group, 3)
+        assert a.heartbeat() == REBALANCE_IN_PROGRESS
+        ra = a.join()  # answered when the join phase gives up on b, a rebalance timeout later
+        rc = c.recv_join()
+        assert ra.generation_id == rc.generation_id == 3
+        assert sorted(x.member_id for x in ra.members) == sorted([a.member_id, c.member_id])
+        assert b.heartbeat() == UNKNOWN_MEMBER
+    finally:
+        for m in (a, b, c):
+            m.close()
+
+
 def test_a_closed_connection_drops_its_parked_join_and_the_member_expires(gserver):
     group = "g-gone"
     a = Member(gserver, group)

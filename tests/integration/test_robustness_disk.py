@@ -152,10 +152,6 @@ def test_a_torn_tail_is_cut_and_a_missing_index_rebuilt(fresh_server):
 # --------------------------------------------------------------------------- what does not
 
 
-@pytest.mark.xfail(strict=True, reason="boot recovery truncates at the first batch failing verification even when "
-                   "intact batches follow it: acknowledged messages silently vanish and their offsets are handed out "
-                   "again (storage-engine.mdx: 'intact records after damage ... require recovery refusal. Recovery "
-                   "does not blindly truncate at the first invalid batch')")
 def test_damage_followed_by_intact_batches_is_refused_not_cut_away(fresh_server):
     acked = fill(fresh_server, partitions=1, batches=50)
 
@@ -195,8 +191,6 @@ def test_damage_followed_by_intact_batches_is_refused_not_cut_away(fresh_server)
     assert offset is None or offset >= len(only(acked, 0)), f"acknowledged offset {offset} handed out again"
 
 
-@pytest.mark.xfail(strict=True, reason="recovery cuts bytes from a segment without a word in the server log "
-                   "(storage/local/recovery.py builds a RecoveryReport 'for the broker to log'; nothing logs it)")
 def test_recovery_that_cuts_a_torn_tail_says_so_in_the_log(fresh_server):
     fill(fresh_server, partitions=1, batches=10)
     assert fresh_server.stop() == 0
@@ -210,8 +204,6 @@ def test_recovery_that_cuts_a_torn_tail_says_so_in_the_log(fresh_server):
     assert re.search(r"(?i)truncat|torn|recover|cut ", boot_log), boot_log
 
 
-@pytest.mark.xfail(strict=True, reason="an index entry past the end of its .log makes the whole server refuse to "
-                   "start (CorruptSegment from Broker._load) instead of fencing that one partition")
 def test_an_index_entry_past_the_end_fences_only_its_partition(fresh_server):
     acked = fill(fresh_server)
     assert fresh_server.stop() == 0
@@ -233,9 +225,6 @@ def _store(server):
     return lambda name: LocalMetadataStore(os.path.join(server.data_dir, "metadata"), name)
 
 
-@pytest.mark.xfail(strict=True, reason="a crash between DeleteTopic's catalog write and its directory removal "
-                   "(core/broker.py _drop_topic) leaves the old partition directory, which the next topic created "
-                   "with that id adopts: the new topic starts with the deleted topic's messages")
 def test_a_deleted_topics_files_left_by_a_crash_do_not_reappear_in_a_new_topic(fresh_server):
     async def before():
         c = await sdk_client(fresh_server)
@@ -262,9 +251,6 @@ def test_a_deleted_topics_files_left_by_a_crash_do_not_reappear_in_a_new_topic(f
     assert run(after()) == []
 
 
-@pytest.mark.xfail(strict=True, reason="a crash between DeleteTopic's directory removal and its consumer-offset "
-                   "cleanup (core/broker.py _drop_topic) leaves stored offsets that the next topic with that id "
-                   "inherits: its consumers silently skip the first messages")
 def test_consumer_offsets_of_a_deleted_topic_left_by_a_crash_are_not_inherited(fresh_server):
     async def before():
         c = await sdk_client(fresh_server)
@@ -294,10 +280,6 @@ def test_consumer_offsets_of_a_deleted_topic_left_by_a_crash_are_not_inherited(f
     assert run(after()) == [b"NEW-%d" % i for i in range(8)]
 
 
-@pytest.mark.xfail(strict=True, reason="a CreateTopic / CreatePartitions that fails part-way on a filesystem error "
-                   "(core/broker.py registers the topic and opens partitions before persisting) answers Error 1 but "
-                   "leaves the half-made topic/partitions live: a retry says 'already exists', sends to them are "
-                   "acknowledged, and after a restart they and those messages are gone")
 @pytest.mark.parametrize("what", ["topic", "partitions"])
 def test_a_create_that_fails_on_the_filesystem_leaves_nothing_behind(fresh_server, what):
     """A regular file where a partition directory must go makes the create fail (as a full

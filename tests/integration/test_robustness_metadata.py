@@ -13,7 +13,6 @@ import sys
 import threading
 
 import apache_iggy as ig
-import pytest
 
 from conftest import free_port
 from test_robustness_wire import healthy, run, sdk_client
@@ -154,9 +153,6 @@ def test_delete_and_purge_while_clients_poll_and_send(fresh_server):
     healthy(fresh_server)
 
 
-@pytest.mark.xfail(strict=True, reason="a corrupt metadata journal stops the server with a raw Python traceback "
-                   "(CorruptMetadata is a StorageError; cli/main.py turns only OSError into 'headwater: cannot "
-                   "start: ...')")
 def test_a_corrupt_metadata_journal_refuses_to_start_with_a_clear_error(fresh_server):
     async def go():
         c = await sdk_client(fresh_server)

@@ -8,6 +8,7 @@ import click
 
 from .. import __version__, app, logs
 from ..config import ConfigError, load
+from ..storage.api import StorageError
 
 
 @click.group()
@@ -44,7 +45,9 @@ def serve(config_path, data_dir, tcp_address, kafka_address, with_default_root_c
     logs.setup(cfg.logging.level, cfg.logging.format)
     try:
         app.run(cfg, fresh=fresh, default_root=with_default_root_credentials)
-    except OSError as e:
+    except (OSError, StorageError) as e:
+        # a busy port, an unusable data directory, a damaged metadata store (the
+        # message names the file): refusing to start is right, a traceback is not
         click.echo(f"headwater: cannot start: {e}", err=True)
         sys.exit(1)
 

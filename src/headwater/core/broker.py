@@ -10,6 +10,7 @@ run on the event loop's thread; identifiers are ``int`` (0-based id) or
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -19,12 +20,12 @@ import xxhash
 
 from ..codec import batch as batch_codec
 from ..codec.errors import CodecError
-from ..storage.api import StorageEngine
+from ..storage.api import CorruptSegment, StorageEngine, StorageError
 from . import errors
 from .catalog import Catalog, Stream, Topic, next_id, validate_name
 from .groups.assigned import AssignedGroup
 from .offsets import CONSUMER, GROUP, Committed, OffsetStore
-from .partition import Partition
+from .partition import Partition, RefusingLog
 from .permissions import Permissions
 from .producers import ProducerStates
 from .users import USER_ACTIVE, User, Users
@@ -32,6 +33,8 @@ from . import topic_options as topt
 
 Ident = int | str
 MAX_PARTITIONS = 1000
+
+log = logging.getLogger("headwater.broker")
 
 
 def now_us() -> int:
@@ -85,6 +88,8 @@ class Broker:
 
     # ------------------------------------------------------------------ loading
     def _load(self) -> None:
+        """Boot: load the catalog, sweep files it does not name, open its partitions
+        (fencing those storage refuses), then drop committed offsets nothing can own."""
         records = self._meta.load()
         self.users.load(records)
         streams = sorted((v for k, v in records.items() if k.startswith("stream/")), key=lambda v: v["id"])
@@ -93,6 +98,7 @@ class Broker:
         topics = sorted(
             (v for k, v in records.items() if k.startswith("topic/")), key=lambda v: (v["stream_id"], v["id"])
         )
+        to_open: list[tuple[Topic, dict[str, int]]] = []
         for v in topics:
             stream = self.catalog.streams.get(v["stream_id"])
             if stream is None:
@@ -100,9 +106,17 @@ class Broker:
             options = topt.TopicOptions.from_dict(v["options"])
             topic = Topic(stream.id, v["id"], v["name"], v["created_at_us"], options)
             stream.topics[topic.id] = topic
-            pids = sorted(int(p) for p in v["partitions"])
+            to_open.append((topic, v["partitions"]))
+        named = [(t.stream_id, t.id, int(pid)) for t, parts in to_open for pid in parts]
+        for path in self.engine.retain(named):
+            log.warning(
+                "removed files no catalog entry names (left by a delete a crash interrupted)",
+                extra={"kv": {"path": path}},
+            )
+        for topic, parts in to_open:
+            pids = sorted(int(p) for p in parts)
             for pid in pids:
-                self._open_partition(topic, pid, v["partitions"][str(pid)], len(pids))
+                self._open_partition(topic, pid, parts[str(pid)], len(pids), fence=True)
         for k, v in records.items():
             if k.startswith("group/"):
                 _, s, t, g = k.split("/")
@@ -111,11 +125,70 @@ class Broker:
                 if topic is not None:
                     topic.groups[int(g)] = AssignedGroup(int(g), v["name"])
         self.offsets.load(self._offsets_meta.load())
+        self._drop_stale_offsets()
 
-    def _open_partition(self, topic: Topic, pid: int, created_at_us: int, partitions_count: int) -> Partition:
+    def _drop_stale_offsets(self) -> None:
+        """Boot: drop committed offsets of partitions the catalog does not have, and
+        offsets past their partition's end (not checked for fenced partitions).
+
+        Deletes and purges remove offsets before the data, so these come only
+        from a crash (or from a log that lost unsynced data): left in place, a
+        later partition with the same ids would inherit them and its consumers
+        would skip messages.
+        """
+        doomed = []
+        for key, c in self.offsets.items():
+            s, t, pid = key[:3]
+            stream = self.catalog.streams.get(s)
+            topic = stream.topics.get(t) if stream else None
+            p = topic.partitions.get(pid) if topic else None
+            if p is None:
+                reason = "its partition does not exist"
+            elif p.fenced is None and c.offset > p.high_watermark:
+                reason = f"it is past the partition's end ({p.high_watermark})"
+            else:
+                continue
+            log.warning(
+                "dropped a stale committed offset",
+                extra={"kv": {"stream": s, "topic": t, "partition": pid, "consumer_kind": key[3],
+                              "consumer": key[4], "offset": c.offset, "reason": reason}},
+            )
+            doomed.append(key)
+        self.offsets.delete_keys(doomed)
+
+    def _open_partition(
+        self, topic: Topic, pid: int, created_at_us: int, partitions_count: int, *, fence: bool = False
+    ) -> Partition:
+        """Open one partition's log and register it in ``topic``.
+
+        Logs at warning what recovery changed on disk. With ``fence`` (boot), a
+        partition storage refuses (CorruptSegment) is registered as fenced (a
+        RefusingLog: its reads and writes fail) and logged at error; without, the
+        error propagates.
+        """
         policy = topic.options.to_segment_policy(partitions_count, self.validate_checksum)
-        log = self.engine.open_partition(topic.stream_id, topic.id, pid, policy)
-        p = Partition(topic.stream_id, topic.id, pid, created_at_us, log)
+        where = {"stream": topic.stream_id, "topic": topic.id, "partition": pid}
+        try:
+            plog = self.engine.open_partition(topic.stream_id, topic.id, pid, policy)
+        except CorruptSegment as e:
+            if not fence:
+                raise
+            log.error(
+                "partition fenced: storage refused to open it; its reads and writes fail until it is repaired",
+                extra={"kv": {**where, "error": str(e)}},
+            )
+            plog = RefusingLog(str(e))
+        else:
+            outcome = plog.recovery_outcome
+            if outcome:
+                log.warning(
+                    "recovery changed partition files: " + "; ".join(outcome.notes),
+                    extra={"kv": {**where, "truncated_bytes": outcome.truncated_bytes,
+                                  "rebuilt_indexes": outcome.rebuilt_indexes,
+                                  "repaired_indexes": outcome.repaired_indexes,
+                                  "removed_files": len(outcome.removed_files)}},
+                )
+        p = Partition(topic.stream_id, topic.id, pid, created_at_us, plog)
         floor = self._cluster_state.get(f"start/{topic.stream_id}/{topic.id}/{pid}")
         if floor and floor["c"] == topic.created_at_us:
             p.start_floor = floor["o"]  # the logical log start DeleteRecords set
@@ -196,13 +269,20 @@ class Broker:
         return s
 
     def delete_stream(self, ident: Ident) -> Stream:
+        """Offsets go first, then the catalog entries (one atomic record), then the
+        files: a crash at any point leaves nothing a later stream could inherit
+        (files no catalog entry names are swept at boot)."""
         s = self.stream(ident)
-        for t in list(s.topics.values()):
-            self._drop_topic(s, t)
-        del self.catalog.streams[s.id]
-        self._meta.put(f"stream/{s.id}", None)
-        self.engine.delete_stream(s.id)
         self.offsets.delete_where(s.id)
+        records: dict[str, None] = {}
+        for t in s.topics.values():
+            records.update(self._topic_records(t))
+        records[f"stream/{s.id}"] = None
+        self._meta.put_many(records)
+        for t in s.topics.values():
+            self._forget_topic(t)
+        del self.catalog.streams[s.id]
+        self.engine.delete_stream(s.id)
         return s
 
     def purge_stream(self, ident: Ident) -> None:
@@ -224,11 +304,52 @@ class Broker:
         opts = self._parse_options(lambda: topt.TopicOptions.parse_create(options, partitions_count))
         now = self.clock()
         t = Topic(s.id, next_id(s.topics), name, now, opts)
+        self._add_partitions(t, list(range(partitions_count)), now)
         s.topics[t.id] = t
-        for pid in range(partitions_count):
-            self._open_partition(t, pid, now, partitions_count)
-        self._save_topic(t)
         return t
+
+    def _add_partitions(self, t: Topic, pids: list[int], now: int) -> None:
+        """Open new partitions ``pids`` of ``t`` and save the topic: all or nothing.
+
+        A new partition adopts no files (a leftover directory with its ids is
+        deleted first). On a filesystem error the partitions opened so far are
+        closed and deleted, ``t`` is as before, and StorageFailure is raised. A
+        crash part-way leaves directories the catalog does not name, which the
+        boot sweep removes.
+        """
+        total = len(t.partitions) + len(pids)
+        pid = pids[0] if pids else None
+        try:
+            for pid in pids:
+                self.engine.delete_partition(t.stream_id, t.id, pid)
+                self._open_partition(t, pid, now, total)
+            self._apply_policy(t)
+            self._save_topic(t)
+        except (OSError, StorageError) as e:
+            self._discard_partitions(t, pids)
+            self._apply_policy(t)
+            log.error(
+                "creating partitions failed on the filesystem; rolled back",
+                extra={"kv": {"stream": t.stream_id, "topic": t.id, "partition": pid, "error": str(e)}},
+            )
+            raise errors.StorageFailure(
+                f"cannot create partition {pid} of topic {t.name!r}: {e} (nothing was created)"
+            ) from e
+
+    def _discard_partitions(self, t: Topic, pids: list[int]) -> None:
+        """Roll back new partitions: close them and delete their files (best effort:
+        what is left is not in the catalog, so the boot sweep removes it)."""
+        for pid in pids:
+            p = t.partitions.pop(pid, None)
+            try:
+                if p is not None:
+                    p.log.close()
+                self.engine.delete_partition(t.stream_id, t.id, pid)
+            except (OSError, StorageError) as e:
+                log.error(
+                    "rollback could not delete a partition's files; the next boot removes them",
+                    extra={"kv": {"stream": t.stream_id, "topic": t.id, "partition": pid, "error": str(e)}},
+                )
 
     @staticmethod
     def _parse_options(fn):
@@ -265,25 +386,49 @@ class Broker:
         return t
 
     def _drop_topic(self, s: Stream, t: Topic) -> None:
-        for p in t.partitions.values():
-            p.log.close()
+        """Offsets go first, then the catalog entries (one atomic record), then the
+        files (a crash before that leaves files the boot sweep removes)."""
+        self.offsets.delete_where(s.id, t.id)
+        self._meta.put_many(self._topic_records(t))
+        self._forget_topic(t)
+        del s.topics[t.id]
+        self.engine.delete_topic(s.id, t.id)
+
+    @staticmethod
+    def _topic_records(t: Topic) -> dict[str, None]:
+        """The catalog deletes that drop ``t`` and its consumer groups."""
+        records: dict[str, None] = {f"group/{t.stream_id}/{t.id}/{g.id}": None for g in t.groups.values()}
+        records[f"topic/{t.stream_id}/{t.id}"] = None
+        return records
+
+    def _forget_topic(self, t: Topic) -> None:
+        """In memory: detach group members and close the partition logs of a dropped topic."""
         for g in t.groups.values():
             self._forget_group_members(t, g)
-            self._meta.put(f"group/{s.id}/{t.id}/{g.id}", None)
-        del s.topics[t.id]
-        self._meta.put(f"topic/{s.id}/{t.id}", None)
-        self.engine.delete_topic(s.id, t.id)
-        self.offsets.delete_where(s.id, t.id)
+        for p in t.partitions.values():
+            p.log.close()
 
     def purge_topic(self, stream: Ident, topic: Ident) -> None:
         self._purge_topic(self.topic(stream, topic))
 
     def _purge_topic(self, t: Topic) -> None:
+        """Offsets go first (a crash mid-purge must not leave offsets past the new
+        end), then each partition restarts empty at offset 0. A fenced partition
+        is replaced by an empty one: purge is how its damaged files are dropped."""
+        self.offsets.delete_where(t.stream_id, t.id)
         for p in t.partitions.values():
-            p.log.purge()
+            if p.fenced is None:
+                p.log.purge()
+            else:
+                self.engine.delete_partition(p.stream_id, p.topic_id, p.id)
+                policy = t.options.to_segment_policy(max(len(t.partitions), 1), self.validate_checksum)
+                p.log = self.engine.open_partition(p.stream_id, p.topic_id, p.id, policy)
+                log.warning(
+                    "purge replaced a fenced partition with an empty one",
+                    extra={"kv": {"stream": p.stream_id, "topic": p.topic_id, "partition": p.id}},
+                )
             p.reset()
             self._cluster_put(f"start/{p.stream_id}/{p.topic_id}/{p.id}", None)
-        self.offsets.delete_where(t.stream_id, t.id)
 
     # ------------------------------------------------------------------ partitions, segments
     def create_partitions(self, stream: Ident, topic: Ident, count: int) -> list[int]:
@@ -292,14 +437,9 @@ class Broker:
             raise errors.InvalidPartitionsCount(f"partitions_count {count} is not in 1..{MAX_PARTITIONS}")
         if len(t.partitions) + count > MAX_PARTITIONS:
             raise errors.TooManyPartitions(f"a topic has at most {MAX_PARTITIONS} partitions")
-        now = self.clock()
         start = next_id(t.partitions)
         new = list(range(start, start + count))
-        total = len(t.partitions) + count
-        for pid in new:
-            self._open_partition(t, pid, now, total)
-        self._apply_policy(t)
-        self._save_topic(t)
+        self._add_partitions(t, new, self.clock())
         self._rebalance_groups(t)
         return new
 
@@ -310,13 +450,19 @@ class Broker:
                 f"cannot delete {count} of the {len(t.partitions)} partitions"
             )
         doomed = sorted(t.partitions)[-count:]
+        # offsets first, then the catalog, then the files (see delete_stream)
+        gone = set(doomed)
+        self.offsets.delete_keys(
+            [k for k, _ in self.offsets.items() if k[0] == t.stream_id and k[1] == t.id and k[2] in gone]
+        )
+        record = t.to_dict()
+        record["partitions"] = {k: v for k, v in record["partitions"].items() if int(k) not in gone}
+        self._meta.put(f"topic/{t.stream_id}/{t.id}", record)
         for pid in doomed:
-            p = t.partitions.pop(pid)
-            p.log.close()
-            self.engine.delete_partition(t.stream_id, t.id, pid)
-            self.offsets.delete_where(t.stream_id, t.id, pid)
+            t.partitions.pop(pid).log.close()
         self._apply_policy(t)
-        self._save_topic(t)
+        for pid in doomed:
+            self.engine.delete_partition(t.stream_id, t.id, pid)
         self._rebalance_groups(t)
         return doomed
 

@@ -63,6 +63,11 @@ class InvalidSegmentsCount(BrokerError):
     pass
 
 
+class StorageFailure(BrokerError):
+    """The filesystem failed a change to partitions (full disk, lost permission, too many
+    open files, something in the way); the change was rolled back."""
+
+
 class UnsupportedOptionKey(BrokerError):
     """An options block named a key outside the scope's catalog."""
 

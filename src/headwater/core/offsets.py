@@ -66,6 +66,15 @@ class OffsetStore:
     def items(self) -> Iterator[tuple[tuple[int, int, int, str, str], Committed]]:
         return iter(list(self._data.items()))
 
+    def delete_keys(self, keys) -> int:
+        """Delete the given ``(stream, topic, partition, kind, name)`` keys in one durable write."""
+        doomed = [k for k in keys if k in self._data]
+        for k in doomed:
+            del self._data[k]
+        if doomed:
+            self._persist_many({_key(*k): None for k in doomed})
+        return len(doomed)
+
     def delete_where(self, stream_id: int, topic_id: int | None = None, partition_id: int | None = None,
                      kind: str | None = None, name: str | None = None) -> int:
         """Delete every offset under the given stream / topic / partition / consumer."""

@@ -11,8 +11,47 @@ from __future__ import annotations
 from typing import Callable
 
 from ..codec import batch as batch_codec
-from ..storage.api import CorruptSegment, PartitionLog, SegmentPolicy
+from ..storage.api import CorruptSegment, PartitionLog, RecoveryOutcome, SegmentInfo, SegmentPolicy
 from . import errors
+
+
+class RefusingLog:
+    """Stands in for a partition log storage refused to open (a fenced partition).
+
+    Fail closed: it reports an empty log so listings and stats still show the
+    partition, and every read or write raises CorruptData carrying storage's
+    reason (file and byte position). The files stay on disk untouched.
+    """
+
+    __slots__ = ("refusal",)
+
+    log_start_offset = 0
+    next_offset = 0
+    size_bytes = 0
+    recovery_outcome = RecoveryOutcome()
+
+    def __init__(self, refusal: str):
+        self.refusal = refusal
+
+    def _refuse(self, *args, **kwargs):
+        raise errors.CorruptData(f"partition fenced: {self.refusal}")
+
+    append = read = offset_for_timestamp = delete_oldest_segments = purge = truncate = _refuse
+
+    def segments(self) -> list[SegmentInfo]:
+        return []
+
+    def apply_retention(self, now_us: int) -> int:
+        return 0
+
+    def sync(self) -> None:
+        pass
+
+    def set_policy(self, policy: SegmentPolicy) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
 
 
 class Partition:
@@ -27,6 +66,12 @@ class Partition:
         self.start_floor = 0  # logical log start (Kafka DeleteRecords); storage drops whole segments only
         self._last_ts = max((s.max_timestamp_us for s in log.segments()), default=0)
         self._listeners: list[Callable[["Partition"], None]] = []
+
+    @property
+    def fenced(self) -> str | None:
+        """Why storage refused this partition (its reads and writes fail), or None."""
+        log = self.log
+        return log.refusal if type(log) is RefusingLog else None
 
     # --- offsets ---
     @property
@@ -61,8 +106,11 @@ class Partition:
 
         Returns (base_offset, message_count). ``batch`` must be writable.
         Raises the batch codec's CodecError subclasses for a batch that fails
-        admission (the partition is left unchanged).
+        admission (the partition is left unchanged), CorruptData when the
+        partition is fenced.
         """
+        if type(self.log) is RefusingLog:
+            self.log.append(batch)
         base_offset = self.log.next_offset
         ts = now_us if now_us > self._last_ts else self._last_ts
         if verified:
@@ -90,8 +138,11 @@ class Partition:
         """Batches covering offsets [start_offset, start_offset + count), sliced at the edges.
 
         Returns (batches, messages). Offsets below the log start begin at the
-        log start. Raises CorruptData when storage refuses a damaged segment.
+        log start. Raises CorruptData when storage refuses a damaged segment or
+        the partition is fenced.
         """
+        if type(self.log) is RefusingLog:
+            self.log.read(start_offset, count, max_bytes)
         if count <= 0:
             return [], 0
         start = max(start_offset, self.log_start_offset)

@@ -15,7 +15,7 @@ This module imports nothing above ``headwater.codec.batch``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol, Sequence
+from typing import Any, Iterable, Protocol, Sequence
 
 
 class StorageError(Exception):
@@ -68,8 +68,32 @@ class SegmentInfo:
     sealed: bool
 
 
+@dataclass(frozen=True, slots=True)
+class RecoveryOutcome:
+    """What opening a partition log changed on disk (boot-time recovery), for the broker to log.
+
+    ``truncated_bytes``: torn-tail bytes cut from segment ends (never-written
+    preallocated zeros are not counted). ``rebuilt_indexes`` / ``repaired_indexes``:
+    indexes rebuilt from the log / rewritten with torn entries dropped or missing
+    ones added. ``removed_files``: leftovers deleted. ``notes``: one line per change.
+    """
+
+    truncated_bytes: int = 0
+    rebuilt_indexes: int = 0
+    repaired_indexes: int = 0
+    removed_files: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.truncated_bytes or self.rebuilt_indexes or self.repaired_indexes or self.removed_files)
+
+
 class PartitionLog(Protocol):
     """One partition's segmented log of stamped batches."""
+
+    @property
+    def recovery_outcome(self) -> RecoveryOutcome:
+        """What opening this log changed on disk (false when nothing)."""
 
     @property
     def log_start_offset(self) -> int:
@@ -156,13 +180,24 @@ class StorageEngine(Protocol):
     def open_partition(
         self, stream_id: int, topic_id: int, partition_id: int, policy: SegmentPolicy
     ) -> PartitionLog:
-        """Open (creating if absent) a partition log. Runs recovery on existing files."""
+        """Open (creating if absent) a partition log. Runs recovery on existing files.
+
+        Raises CorruptSegment when recovery refuses the partition (its files are
+        left as they are), StorageError or OSError when the files cannot be made.
+        """
 
     def delete_partition(self, stream_id: int, topic_id: int, partition_id: int) -> None: ...
 
     def delete_topic(self, stream_id: int, topic_id: int) -> None: ...
 
     def delete_stream(self, stream_id: int) -> None: ...
+
+    def retain(self, partitions: Iterable[tuple[int, int, int]]) -> list[str]:
+        """Delete every stream, topic and partition the engine holds that is not on the
+        path of one of ``partitions`` ((stream, topic, partition) ids): leftovers of
+        deletes a crash interrupted. Returns what was deleted (for the caller to log).
+        Called at boot, after the catalog is loaded and before partitions are opened.
+        """
 
     def metadata(self, name: str) -> MetadataStore:
         """A named metadata store (e.g. ``"catalog"``, ``"offsets"``)."""

@@ -255,3 +255,183 @@ def test_index_decoding_round_trip():
     entries = decode_entries(raw + b"\x00")
     assert list(entries) == [1, 2, 3, 2**64 - 1, 0, 77]
     assert struct.unpack("<QQQ", raw[:24]) == (1, 2, 3)
+
+
+# --------------------------------------------------------------------------- only a torn tail is cut
+
+
+def _flip(data: bytes, position: int) -> bytes:
+    out = bytearray(data)
+    out[position] ^= 0xFF
+    return bytes(out)
+
+
+def _starts(batches) -> list[int]:
+    out, pos = [], 0
+    for b in batches:
+        out.append(pos)
+        pos += len(b)
+    return out
+
+
+def _assert_refused_untouched(directory, log_bytes, index_bytes, *needles):
+    with pytest.raises(CorruptSegment) as err:
+        LocalPartitionLog.open(directory, EVERY)
+    for needle in needles:
+        assert needle in str(err.value), str(err.value)
+    with open(os.path.join(directory, SEG0 + ".log"), "rb") as f:
+        assert f.read() == log_bytes  # nothing cut
+    index_path = os.path.join(directory, SEG0 + ".index")
+    assert (open(index_path, "rb").read() if os.path.exists(index_path) else None) == index_bytes
+    return str(err.value)
+
+
+@pytest.mark.parametrize("index", ["none", "first entry only", "every batch but the damaged one is newest"])
+def test_damage_with_whole_batches_after_it_is_refused_not_cut(tmp_path, index):
+    batches, log_bytes, index_bytes = reference(6)
+    starts = _starts(batches)
+    damaged = _flip(log_bytes, starts[3] + 300)  # a payload byte of batch 3 (offset 3)
+    idx = {"none": None, "first entry only": index_bytes[:24], "every batch but the damaged one is newest": index_bytes[: 4 * 24]}[index]
+    directory = str(tmp_path / "p")
+    write_partition(directory, damaged, idx)
+    message = _assert_refused_untouched(
+        directory, damaged, idx, SEG0 + ".log", f"batch at byte {starts[3]}", f"follows at byte {starts[4]}"
+    )
+    assert "offset 4" in message
+
+
+def test_a_damaged_batch_length_running_past_the_end_with_batches_after_it_is_refused(tmp_path):
+    batches, log_bytes, _ = reference(4)
+    starts = _starts(batches)
+    damaged = bytearray(log_bytes)
+    damaged[starts[1] + 32 + 5] ^= 0xFF  # batch_length now reaches far past the end of the file
+    directory = str(tmp_path / "p")
+    write_partition(directory, bytes(damaged), None)
+    _assert_refused_untouched(directory, bytes(damaged), None, f"batch at byte {starts[1]}", "partial batch")
+
+
+def test_a_whole_batch_with_an_unexpected_base_offset_mid_chain_is_refused(tmp_path):
+    batches = [stamped_batch(0, 100), stamped_batch(1, 101), stamped_batch(7, 102), stamped_batch(10, 103)]
+    log_bytes = b"".join(batches)
+    directory = str(tmp_path / "p")
+    write_partition(directory, log_bytes, None)
+    _assert_refused_untouched(directory, log_bytes, None, "base_offset 7, expected 2")
+
+
+def test_a_damaged_final_batch_is_a_torn_tail_even_followed_by_a_partial_one(tmp_path):
+    batches, log_bytes, index_bytes = reference(5)
+    starts = _starts(batches)
+    damaged = _flip(log_bytes, starts[3] + 300)[: starts[4] + 200]  # batch 3 damaged, batch 4 torn
+    directory = str(tmp_path / "p")
+    write_partition(directory, damaged, index_bytes[:24])
+    log = LocalPartitionLog.open(directory, EVERY)
+    try:
+        assert read_all(log) == batches[:3]
+        assert log.recovery.truncated_bytes == len(damaged) - starts[3]
+        assert log.recovery.segments[0].stop_reason.startswith("verify failed")
+        assert log.recovery_outcome and "torn tail" in log.recovery_outcome.notes[0]
+    finally:
+        log.close()
+
+
+def test_a_damaged_final_batch_before_preallocated_zeros_is_cut(tmp_path):
+    batches, log_bytes, index_bytes = reference(3)
+    damaged = _flip(log_bytes, len(log_bytes) - 3) + bytes(8192)
+    directory = str(tmp_path / "p")
+    write_partition(directory, damaged, index_bytes[:24])
+    log = LocalPartitionLog.open(directory, EVERY)
+    try:
+        assert read_all(log) == batches[:2]
+        assert log.next_offset == 2
+    finally:
+        log.close()
+
+
+def test_a_final_batch_with_an_all_zero_payload_that_fails_verification_is_cut(tmp_path):
+    good = stamped_batch(0, 100)
+    zero_payload = bytearray(stamped_batch(1, 101, 1, 4000))
+    zero_payload[256 + 48 :] = bytes(4000)  # long zero runs: header candidates that never verify
+    log_bytes = good + bytes(zero_payload)
+    directory = str(tmp_path / "p")
+    write_partition(directory, log_bytes, None)
+    log = LocalPartitionLog.open(directory, EVERY)
+    try:
+        assert read_all(log) == [good]
+    finally:
+        log.close()
+
+
+def test_preallocated_zeros_then_a_whole_batch_are_refused(tmp_path):
+    """After a power loss a page of zeros can sit before batches that did reach the disk."""
+    batches, log_bytes, index_bytes = reference(3)
+    later = stamped_batch(3, 200)
+    data = log_bytes + bytes(4096) + later + bytes(4096)
+    directory = str(tmp_path / "p")
+    write_partition(directory, data, index_bytes)
+    _assert_refused_untouched(directory, data, index_bytes, f"batch at byte {len(log_bytes)}", "(zeros)",
+                              f"follows at byte {len(log_bytes) + 4096}")
+
+
+def test_preallocated_zeros_then_garbage_are_cut_and_counted_as_torn(tmp_path):
+    batches, log_bytes, index_bytes = reference(3)
+    data = log_bytes + bytes(1000) + b"\x5a" * 700 + bytes(3000)
+    directory = str(tmp_path / "p")
+    write_partition(directory, data, index_bytes)
+    log = LocalPartitionLog.open(directory, EVERY)
+    try:
+        assert read_all(log) == batches
+        assert log.recovery.truncated_bytes == len(data) - len(log_bytes)
+        assert log.recovery.segments[0].zero_bytes == 0
+    finally:
+        log.close()
+
+
+def test_a_big_preallocated_zero_tail_is_fine_and_reports_nothing(tmp_path):
+    batches, log_bytes, index_bytes = reference(3)
+    directory = str(tmp_path / "p")
+    write_partition(directory, log_bytes, index_bytes)
+    with open(os.path.join(directory, SEG0 + ".log"), "r+b") as f:
+        f.truncate(len(log_bytes) + (9 << 20))  # a 9 MiB hole, as posix_fallocate leaves unwritten
+    log = LocalPartitionLog.open(directory, EVERY)
+    try:
+        assert read_all(log) == batches
+        assert log.recovery.segments[0].zero_bytes == 9 << 20
+        assert not log.recovery_outcome  # trimmed zeros are not news
+    finally:
+        log.close()
+
+
+@pytest.mark.parametrize("gap", [(4 << 20) - 600, (4 << 20) - 300, (4 << 20) - 250, (4 << 20) - 50, 9 << 20])
+@pytest.mark.parametrize("hole", [True, False])
+def test_a_whole_batch_far_behind_zeros_is_found_across_scan_chunks(tmp_path, gap, hole):
+    batches, log_bytes, index_bytes = reference(2)
+    later = stamped_batch(2, 300)
+    path = str(tmp_path / "p" / (SEG0 + ".log"))
+    write_partition(str(tmp_path / "p"), log_bytes, index_bytes)
+    with open(path, "r+b") as f:
+        if not hole:
+            f.seek(len(log_bytes))
+            f.write(bytes(gap))
+        f.seek(len(log_bytes) + gap)
+        f.write(later)
+    with pytest.raises(CorruptSegment) as err:
+        LocalPartitionLog.open(str(tmp_path / "p"), EVERY)
+    assert f"follows at byte {len(log_bytes) + gap} (offset 2)" in str(err.value)
+
+
+def test_a_damaged_tail_of_a_sealed_segment_is_refused_when_later_segments_hold_data(tmp_path):
+    directory = str(tmp_path / "p")
+    policy = SegmentPolicy(segment_size=1000, index_interval_bytes=1 << 20)  # one index entry per segment
+    log = LocalPartitionLog.open(directory, policy)
+    for i in range(8):
+        log.append(stamped_batch(log.next_offset, 10 + i, 1, 16))
+    log.close()
+    path = os.path.join(directory, SEG0 + ".log")
+    size = os.path.getsize(path)
+    with open(path, "r+b") as f:
+        f.seek(size - 3)  # payload of the segment's last batch
+        f.write(b"\xee")
+    with pytest.raises(CorruptSegment) as err:
+        LocalPartitionLog.open(directory, policy)
+    assert "later segments hold data" in str(err.value)
+    assert os.path.getsize(path) == size

@@ -22,6 +22,7 @@ ERROR_CODES: dict[type[e.BrokerError], int] = {
     e.InvalidPartitionsCount: 2019,
     e.TooManyPartitions: 2015,
     e.InvalidSegmentsCount: 4030,
+    e.StorageFailure: 3000,  # CannotCreatePartition (raised by creates rolled back on a filesystem error)
     e.UnsupportedOptionKey: 4041,
     e.InvalidOptionValue: 4042,
     e.InvalidMessagesCount: 4009,

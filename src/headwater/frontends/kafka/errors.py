@@ -77,6 +77,7 @@ ERROR_CODES: dict[type[e.BrokerError], int] = {
     e.OffsetOutOfRange: OFFSET_OUT_OF_RANGE,
     e.ConsumerOffsetNotFound: UNKNOWN_SERVER_ERROR,
     e.CorruptData: KAFKA_STORAGE_ERROR,
+    e.StorageFailure: KAFKA_STORAGE_ERROR,  # a create rolled back on a filesystem error
     e.InvalidBatch: CORRUPT_MESSAGE,
     e.ConsumerGroupNotFound: GROUP_ID_NOT_FOUND,
     e.ConsumerGroupNameExists: INVALID_GROUP_ID,

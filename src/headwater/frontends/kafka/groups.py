@@ -92,7 +92,12 @@ class KafkaGroups:
     def _on_timer(self) -> None:
         self._timer = None
         self._due_ms = None
-        self._settle(self.coordinator.tick(self.now_ms()))
+        try:
+            completions = self.coordinator.tick(self.now_ms())
+        except Exception:  # a coordinator bug: keep the timer alive for the other groups
+            log.exception("group timer failed")
+            completions = []
+        self._settle(completions)
 
     def close(self) -> None:
         if self._timer is not None:

@@ -33,8 +33,8 @@ from ...core.broker import Broker
 from ..listener import Connection
 from . import handlers  # noqa: F401  (registers every API)
 from . import messages
-from .groups import KafkaGroups
 from .framing import SIZE, FrameError, decode_request_header, peek_header, response_prefix
+from .groups import KafkaGroups
 from .names import Names
 from .registry import APIS, ApiKey, Context
 

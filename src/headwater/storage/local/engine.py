@@ -11,7 +11,10 @@ Layout under the data directory (Iggy ``server/storage-engine.mdx``,
 Deleting a partition, topic or stream first renames its directory into
 ``trash/`` (atomic, then both directories fsynced), then removes it, so a
 crash never leaves half a tree where a recreated topic with the same id
-would find stale segments.
+would find stale segments. A crash between the catalog's delete and the
+directory's leaves a whole tree no catalog entry names: at boot the broker
+calls :meth:`LocalEngine.retain` with the partitions it knows, and every
+other stream, topic or partition directory goes the same way.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import os
 import re
 import shutil
 import uuid
+from typing import Iterable
 
 from headwater.storage.api import SegmentPolicy, StorageError
 
@@ -28,6 +32,18 @@ from .metadata import LocalMetadataStore
 from .segment import fsync_dir
 
 _NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}")
+
+
+def _child_ids(directory: str) -> list[int]:
+    """The subdirectories of ``directory`` named by a canonical decimal id, sorted."""
+    try:
+        names = os.listdir(directory)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    return sorted(
+        int(n) for n in names
+        if n.isdigit() and n.isascii() and str(int(n)) == n and os.path.isdir(os.path.join(directory, n))
+    )
 
 
 def _check_id(kind: str, value: int) -> int:
@@ -117,6 +133,39 @@ class LocalEngine:
         fsync_dir(os.path.dirname(directory))
         fsync_dir(os.path.dirname(trash))
         shutil.rmtree(trash, ignore_errors=True)
+
+    def retain(self, partitions: Iterable[tuple[int, int, int]]) -> list[str]:
+        """Delete (through the trash) every stream, topic and partition directory
+        not on the path of one of ``partitions`` ((stream, topic, partition) ids).
+
+        Only directories named by a canonical decimal id are ours; any other
+        entry is left alone. Returns the deleted directories that held files,
+        as paths relative to the data directory.
+        """
+        self._check_open()
+        keep = set(partitions)
+        streams = {k[0] for k in keep}
+        topics = {k[:2] for k in keep}
+        removed: list[str] = []
+
+        def sweep(directory: str, match) -> None:
+            holds_files = any(files for _, _, files in os.walk(directory))
+            self._discard(directory, match)
+            if holds_files:  # an empty tree is not worth a word
+                removed.append(os.path.relpath(directory, self.path))
+
+        for s in _child_ids(os.path.join(self.path, "streams")):
+            if s not in streams:
+                sweep(self.stream_dir(s), lambda k, s=s: k[0] == s)
+                continue
+            for t in _child_ids(os.path.join(self.stream_dir(s), "topics")):
+                if (s, t) not in topics:
+                    sweep(self.topic_dir(s, t), lambda k, s=s, t=t: k[:2] == (s, t))
+                    continue
+                for p in _child_ids(os.path.join(self.topic_dir(s, t), "partitions")):
+                    if (s, t, p) not in keep:
+                        sweep(self.partition_dir(s, t, p), lambda k, key=(s, t, p): k == key)
+        return removed
 
     def delete_partition(self, stream_id: int, topic_id: int, partition_id: int) -> None:
         """Close the partition's log if open and delete its directory (absent is fine)."""

@@ -23,7 +23,7 @@ import os
 from bisect import bisect_right
 from collections import OrderedDict
 
-from headwater.storage.api import OffsetMismatch, SegmentInfo, SegmentPolicy, StorageError
+from headwater.storage.api import OffsetMismatch, RecoveryOutcome, SegmentInfo, SegmentPolicy, StorageError
 
 from .recovery import RecoveryReport, recover_partition
 from .retention import segments_to_delete
@@ -72,6 +72,11 @@ class LocalPartitionLog:
         return cls(directory, policy, segments, report)
 
     # -- properties ----------------------------------------------------------
+
+    @property
+    def recovery_outcome(self) -> RecoveryOutcome:
+        """What recovery changed on disk when this log was opened (false when nothing)."""
+        return self.recovery.outcome()
 
     @property
     def log_start_offset(self) -> int:

@@ -17,23 +17,36 @@ Runs on existing files before a partition log is served:
 4. The walk checks every batch: header complete, ``batch_length`` inside the
    file, ``base_offset`` continuing the previous batch, ``batch.verify``.
    The first batch failing any check ends the valid data (a zero
-   ``batch_length`` is the clean end of a preallocated file); the file is cut
-   there (index first, then log, so no entry ever names missing bytes).
-5. Segments must not overlap in offsets (a gap is tolerated: reads skip it).
+   ``batch_length`` is the clean end of a preallocated file).
+5. Only a *torn tail* may be cut: the bytes from there to the end of the
+   file must hold no whole batch that verifies with an offset at or past the
+   one expected (:func:`intact_batch_after`; a torn write leaves a partial
+   batch, or zeros in a preallocated file, never whole batches after it).
+   When one does, the damage is mid-chain: raise CorruptSegment naming the
+   file and both byte positions, and cut nothing. A segment other than the
+   newest is never torn by a crash (it was synced before the next one was
+   created): a non-zero tail there is refused too when a later segment holds
+   data. Otherwise the file is cut (index first, then log, so no entry ever
+   names missing bytes).
+6. Segments must not overlap in offsets (a gap is tolerated: reads skip it).
 
 Only the tail after the newest good index entry is re-verified at boot;
 damage at rest further back is caught by verified reads (fail closed).
+What recovery changed is returned as a :class:`RecoveryReport` for the caller
+to log (:meth:`RecoveryReport.outcome`).
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import re
 from array import array
 from dataclasses import dataclass, field
 
 from headwater.codec import batch as codec_batch
-from headwater.codec.batch import BATCH_HEADER_SIZE
-from headwater.storage.api import CorruptSegment
+from headwater.codec.batch import BATCH_HEADER_SIZE, BATCH_RESERVED_OFFSET
+from headwater.storage.api import CorruptSegment, RecoveryOutcome
 
 from .index import ENTRY_SIZE, decode_entries, is_well_formed, read_index_file, write_index_file
 from .segment import (
@@ -43,11 +56,16 @@ from .segment import (
     ChunkReader,
     fsync_dir,
     parse_segment_name,
+    pread_exact,
     segment_name,
     unpack_header,
 )
 
 _WALK_CHUNK = 1 << 20
+_SCAN_CHUNK = 4 << 20
+_RESERVED_ZEROS = bytes(BATCH_HEADER_SIZE - BATCH_RESERVED_OFFSET)
+"""A stamped header's reserved bytes 52..256: 204 zeros, right after a nonzero message_count."""
+_NONZERO = re.compile(rb"[^\x00]")
 
 
 @dataclass(slots=True)
@@ -81,13 +99,35 @@ class RecoveryReport:
     def rebuilt_indexes(self) -> int:
         return sum(1 for s in self.segments if s.index_rebuilt)
 
+    def outcome(self) -> RecoveryOutcome:
+        """The engine-neutral summary the broker logs (trimmed preallocated zeros are not news)."""
+        notes = []
+        for s in self.segments:
+            name = segment_name(s.start_offset) + LOG_SUFFIX
+            if s.truncated_bytes:
+                notes.append(f"{name}: cut {s.truncated_bytes} bytes of torn tail at byte {s.size} ({s.stop_reason})")
+            if s.index_rebuilt:
+                notes.append(f"{name}: index rebuilt from the log")
+            elif s.index_rewritten:
+                notes.append(f"{name}: index repaired")
+        notes += [f"removed leftover {name}" for name in self.removed_files]
+        return RecoveryOutcome(
+            truncated_bytes=self.truncated_bytes,
+            rebuilt_indexes=self.rebuilt_indexes,
+            repaired_indexes=sum(1 for s in self.segments if s.index_rewritten and not s.index_rebuilt),
+            removed_files=tuple(self.removed_files),
+            notes=tuple(notes),
+        )
+
 
 def recover_partition(directory: str, index_interval_bytes: int) -> RecoveryReport:
     """Recover every segment in ``directory`` (which must exist).
 
     Returns the report; segments are listed oldest first. Raises
-    CorruptSegment when an index entry points past the end of its log or two
-    segments overlap in offsets. OSError propagates.
+    CorruptSegment when an index entry points past the end of its log, when
+    a batch fails verification with whole batches after it (mid-chain
+    damage, see the module doc), or when two segments overlap in offsets.
+    OSError propagates.
     """
     report = RecoveryReport(directory)
     names = os.listdir(directory)
@@ -100,8 +140,10 @@ def recover_partition(directory: str, index_interval_bytes: int) -> RecoveryRepo
             report.removed_files.append(name)
     changed = bool(report.removed_files)
     previous: RecoveredSegment | None = None
-    for start in logs:
-        seg = recover_segment(directory, start, index_interval_bytes)
+    sizes = [os.path.getsize(os.path.join(directory, segment_name(start) + LOG_SUFFIX)) for start in logs]
+    for i, start in enumerate(logs):
+        data_follows = any(sizes[i + 1 :])
+        seg = recover_segment(directory, start, index_interval_bytes, data_follows=data_follows)
         if previous is not None and seg.start_offset < previous.end_offset:
             raise CorruptSegment(
                 f"{os.path.join(directory, segment_name(start) + LOG_SUFFIX)}: starts at offset "
@@ -183,10 +225,67 @@ def _walk(
     return _Walk(position, expected, max_ts, reason), added
 
 
-def recover_segment(directory: str, start_offset: int, index_interval_bytes: int) -> RecoveredSegment:
+def intact_batch_after(
+    fd: int, file_size: int, start: int, min_offset: int
+) -> tuple[tuple[int, int] | None, bool]:
+    """Look in bytes ``[start, file_size)`` of a ``.log`` for a whole batch that
+    verifies and whose base_offset is >= ``min_offset``.
+
+    Returns ((position, base_offset) of the first one, or None; whether any
+    nonzero byte was seen). Candidates come from the header layout: a stamped
+    header's reserved bytes 52..256 are 204 zeros following a nonzero
+    message_count (48..52), so a header starts 49..52 bytes before the start of
+    a run of at least 204 zero bytes; each candidate is checked with
+    ``batch.verify``. Zero runs are skipped whole (and holes of a preallocated
+    file with ``SEEK_DATA``), so a long zero tail costs little.
+    """
+    reader = ChunkReader(fd, file_size, _WALK_CHUNK)
+    nonzero = False
+    pos = start
+    span = len(_RESERVED_ZEROS)
+    while pos < file_size:
+        chunk = pread_exact(fd, min(_SCAN_CHUNK + BATCH_HEADER_SIZE, file_size - pos), pos)
+        if not chunk:
+            break
+        i = 0
+        while True:
+            m = _NONZERO.search(chunk, i)
+            if m is None:
+                break  # zeros to the end of this chunk
+            nonzero = True
+            z = chunk.find(_RESERVED_ZEROS, m.start())
+            if z < 0:
+                break
+            for p in range(pos + z - BATCH_RESERVED_OFFSET, pos + z - BATCH_RESERVED_OFFSET + 4):
+                if p < start or p + MIN_BATCH_SIZE > file_size:
+                    continue
+                status, fields, _ = _check_batch(reader, p, file_size)
+                if status == "ok" and fields[0] >= min_offset:
+                    return (p, fields[0]), True
+            i = z + span
+        if len(chunk) <= _SCAN_CHUNK:
+            break  # that was the last chunk
+        pos += _SCAN_CHUNK
+        if m is None and hasattr(os, "SEEK_DATA"):  # the chunk ended in zeros: skip holes
+            try:
+                pos = max(pos, os.lseek(fd, pos, os.SEEK_DATA) - BATCH_HEADER_SIZE)
+            except OSError as exc:
+                if exc.errno == errno.ENXIO:
+                    break  # nothing but a hole up to the end of the file
+    return None, nonzero
+
+
+def recover_segment(
+    directory: str, start_offset: int, index_interval_bytes: int, *, data_follows: bool = False
+) -> RecoveredSegment:
     """Recover one segment's ``.log`` and ``.index`` in place (see module doc).
 
-    Raises CorruptSegment when an index entry points past the end of the log.
+    ``data_follows``: a later segment of the partition holds bytes, so this
+    one was sealed (synced) and cannot have a torn tail.
+
+    Raises CorruptSegment when an index entry points past the end of the log,
+    or when the bytes after the valid data are not a torn tail; nothing is
+    changed on disk then.
     """
     stem = os.path.join(directory, segment_name(start_offset))
     log_path, index_path = stem + LOG_SUFFIX, stem + INDEX_SUFFIX
@@ -231,14 +330,29 @@ def recover_segment(directory: str, start_offset: int, index_interval_bytes: int
             entries = array("Q")
             position, expected = 0, start_offset
         walk, added = _walk(reader, file_size, position, expected, entries, index_interval_bytes)
+        cut = file_size - walk.end
+        zeros = walk.reason == "zeros"
+        if cut:
+            found, nonzero = intact_batch_after(fd, file_size, walk.end, walk.expected)
+            if found is not None:
+                raise CorruptSegment(
+                    f"{log_path}: batch at byte {walk.end} is damaged ({walk.reason}) but a whole valid batch "
+                    f"follows at byte {found[0]} (offset {found[1]}): not a torn tail; refusing to open the "
+                    "partition rather than cut acknowledged data"
+                )
+            if zeros and nonzero:
+                zeros, walk.reason = False, "zeros, then nonzero bytes"
+            if data_follows and not zeros:
+                raise CorruptSegment(
+                    f"{log_path}: batch at byte {walk.end} is damaged ({walk.reason}) and later segments hold "
+                    "data: not a torn tail; refusing to open the partition rather than cut acknowledged data"
+                )
         rewrite = rebuild or dropped or added
         if rewrite:
             write_index_file(index_path, entries)  # before the log cut: no entry past the end
-        cut = file_size - walk.end
         if cut:
             os.ftruncate(fd, walk.end)
             os.fsync(fd)
-        zeros = walk.reason == "zeros"
         max_ts = max(walk.max_ts, max(entries[1::3], default=0))
         return RecoveredSegment(
             start_offset=start_offset,

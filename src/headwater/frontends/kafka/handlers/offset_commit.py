@@ -24,8 +24,8 @@ key an Iggy consumer group of the same name uses. A negative offset means
 
 from __future__ import annotations
 
-from ....core.offsets import GROUP
 from ....core.groups.classic import Outcome
+from ....core.offsets import GROUP
 from .. import errors
 from ..registry import ApiKey, Context, kafka_api
 
