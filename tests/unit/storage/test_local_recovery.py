@@ -311,11 +311,11 @@ def test_a_damaged_batch_length_running_past_the_end_with_batches_after_it_is_re
 
 
 def test_a_whole_batch_with_an_unexpected_base_offset_mid_chain_is_refused(tmp_path):
-    batches = [stamped_batch(0, 100), stamped_batch(1, 101), stamped_batch(7, 102), stamped_batch(10, 103)]
+    batches = [stamped_batch(0, 100, 1), stamped_batch(1, 101, 1), stamped_batch(7, 102, 1), stamped_batch(8, 103, 1)]
     log_bytes = b"".join(batches)
     directory = str(tmp_path / "p")
     write_partition(directory, log_bytes, None)
-    _assert_refused_untouched(directory, log_bytes, None, "base_offset 7, expected 2")
+    _assert_refused_untouched(directory, log_bytes, None, "base_offset 7, expected 2", "a whole valid batch there")
 
 
 def test_a_damaged_final_batch_is_a_torn_tail_even_followed_by_a_partial_one(tmp_path):

@@ -16,7 +16,7 @@ from typing import Any, Awaitable, Callable, Union
 
 from ...config import KafkaConfig
 from ...core.broker import Broker
-from . import messages
+from ...codec.kafka import messages
 
 
 class ApiKey(enum.IntEnum):

@@ -32,8 +32,8 @@ from ...config import KafkaConfig, parse_address
 from ...core.broker import Broker
 from ..listener import Connection
 from . import handlers  # noqa: F401  (registers every API)
-from . import messages
-from .framing import SIZE, FrameError, decode_request_header, peek_header, response_prefix
+from ...codec.kafka import messages
+from ...codec.kafka.framing import SIZE, FrameError, decode_request_header, peek_header, response_prefix
 from .groups import KafkaGroups
 from .names import Names
 from .registry import APIS, ApiKey, Context

@@ -335,10 +335,10 @@ def recover_segment(
         if cut:
             found, nonzero = intact_batch_after(fd, file_size, walk.end, walk.expected)
             if found is not None:
+                where = "there" if found[0] == walk.end else f"follows at byte {found[0]} (offset {found[1]})"
                 raise CorruptSegment(
                     f"{log_path}: batch at byte {walk.end} is damaged ({walk.reason}) but a whole valid batch "
-                    f"follows at byte {found[0]} (offset {found[1]}): not a torn tail; refusing to open the "
-                    "partition rather than cut acknowledged data"
+                    f"{where}: not a torn tail; refusing to open the partition rather than cut acknowledged data"
                 )
             if zeros and nonzero:
                 zeros, walk.reason = False, "zeros, then nonzero bytes"

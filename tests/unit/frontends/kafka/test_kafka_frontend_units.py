@@ -10,7 +10,8 @@ import pytest
 from headwater.core import errors as core_errors
 from headwater.core import producers
 from headwater.core.broker import Broker
-from headwater.frontends.kafka import configs, errors, framing, messages
+from headwater.codec.kafka import framing, messages
+from headwater.frontends.kafka import configs, errors
 from headwater.frontends.kafka.names import Names, is_valid_name, topic_id
 from headwater.frontends.kafka.registry import APIS
 from headwater.frontends.kafka.server import KafkaFrontend  # noqa: F401  (registers the handlers)

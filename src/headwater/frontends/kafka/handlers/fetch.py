@@ -26,7 +26,7 @@ import asyncio
 from ....codec.kafka.convert import iggy_to_kafka
 from ....core import errors as core_errors
 from .. import errors
-from ..messages import ms
+from ....codec.kafka.messages import ms
 from ..names import topic_id
 from ..registry import ApiKey, Context, kafka_api
 

@@ -17,7 +17,7 @@ phase completes, at the latest after the group's rebalance timeout.
 from __future__ import annotations
 
 from .. import errors
-from ..messages import ms
+from ....codec.kafka.messages import ms
 from ..registry import ApiKey, Context, kafka_api
 
 
