@@ -121,7 +121,30 @@ async def serve(config: Config, *, fresh: bool = False, default_root: bool = Fal
     await app.stop()
 
 
+def raise_open_files_limit() -> tuple[int, int] | None:
+    """Raise the soft RLIMIT_NOFILE to the hard limit; returns (before, after), None where
+    unsupported. Each partition keeps its active segment's .log and .index open (plus a
+    few sealed segments while they are read), so the common soft limit of 1024 runs out
+    near 500 partitions; a create that hits it is rolled back with an error."""
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - not POSIX
+        return None
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and soft >= hard:
+        return soft, soft
+    target = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    except (ValueError, OSError):
+        return soft, soft
+    return soft, target
+
+
 def run(config: Config, *, fresh: bool = False, default_root: bool = False) -> None:
+    limits = raise_open_files_limit()
+    if limits is not None:
+        log.info("open files limit", extra={"kv": {"before": limits[0], "now": limits[1]}})
     try:
         import uvloop  # type: ignore
 

@@ -108,6 +108,14 @@ class Broker:
             stream.topics[topic.id] = topic
             to_open.append((topic, v["partitions"]))
         named = [(t.stream_id, t.id, int(pid)) for t, parts in to_open for pid in parts]
+        if not records:  # a started server always has its root user: this catalog is new
+            found = self.engine.retain([], dry_run=True)
+            if found:
+                raise StorageError(
+                    f"the catalog is empty but the data directory holds message data ({', '.join(found[:3])}"
+                    f"{', ...' if len(found) > 3 else ''}): the metadata store was lost? Restore the "
+                    "data directory's metadata/ or remove its streams/; refusing to start"
+                )
         for path in self.engine.retain(named):
             log.warning(
                 "removed files no catalog entry names (left by a delete a crash interrupted)",
@@ -282,7 +290,7 @@ class Broker:
         for t in s.topics.values():
             self._forget_topic(t)
         del self.catalog.streams[s.id]
-        self.engine.delete_stream(s.id)
+        self._delete_files(self.engine.delete_stream, s.id)
         return s
 
     def purge_stream(self, ident: Ident) -> None:
@@ -318,11 +326,13 @@ class Broker:
         boot sweep removes.
         """
         total = len(t.partitions) + len(pids)
-        pid = pids[0] if pids else None
+        step = "saving the topic"
         try:
             for pid in pids:
+                step = f"partition {pid}"
                 self.engine.delete_partition(t.stream_id, t.id, pid)
                 self._open_partition(t, pid, now, total)
+            step = "saving the topic"
             self._apply_policy(t)
             self._save_topic(t)
         except (OSError, StorageError) as e:
@@ -330,10 +340,12 @@ class Broker:
             self._apply_policy(t)
             log.error(
                 "creating partitions failed on the filesystem; rolled back",
-                extra={"kv": {"stream": t.stream_id, "topic": t.id, "partition": pid, "error": str(e)}},
+                extra={"kv": {"stream": t.stream_id, "topic": t.id, "step": step, "error": str(e)}},
             )
             raise errors.StorageFailure(
-                f"cannot create partition {pid} of topic {t.name!r}: {e} (nothing was created)"
+                f"cannot create {step} of topic {t.name!r}: {e} (nothing was created)"
+                if step.startswith("partition")
+                else f"cannot create partitions of topic {t.name!r}: {step} failed: {e} (nothing was created)"
             ) from e
 
     def _discard_partitions(self, t: Topic, pids: list[int]) -> None:
@@ -392,7 +404,18 @@ class Broker:
         self._meta.put_many(self._topic_records(t))
         self._forget_topic(t)
         del s.topics[t.id]
-        self.engine.delete_topic(s.id, t.id)
+        self._delete_files(self.engine.delete_topic, s.id, t.id)
+
+    def _delete_files(self, delete, *ids: int) -> None:
+        """Delete files after the catalog dropped them: the delete is done by then, so a
+        filesystem error is logged (the boot sweep removes what is left), not raised."""
+        try:
+            delete(*ids)
+        except (OSError, StorageError) as e:
+            log.error(
+                "deleting files failed; the next boot removes them",
+                extra={"kv": {"ids": "/".join(map(str, ids)), "error": str(e)}},
+            )
 
     @staticmethod
     def _topic_records(t: Topic) -> dict[str, None]:
@@ -462,7 +485,7 @@ class Broker:
             t.partitions.pop(pid).log.close()
         self._apply_policy(t)
         for pid in doomed:
-            self.engine.delete_partition(t.stream_id, t.id, pid)
+            self._delete_files(self.engine.delete_partition, t.stream_id, t.id, pid)
         self._rebalance_groups(t)
         return doomed
 

@@ -192,11 +192,12 @@ class StorageEngine(Protocol):
 
     def delete_stream(self, stream_id: int) -> None: ...
 
-    def retain(self, partitions: Iterable[tuple[int, int, int]]) -> list[str]:
+    def retain(self, partitions: Iterable[tuple[int, int, int]], *, dry_run: bool = False) -> list[str]:
         """Delete every stream, topic and partition the engine holds that is not on the
         path of one of ``partitions`` ((stream, topic, partition) ids): leftovers of
-        deletes a crash interrupted. Returns what was deleted (for the caller to log).
-        Called at boot, after the catalog is loaded and before partitions are opened.
+        deletes a crash interrupted. Returns what was deleted (for the caller to log);
+        with ``dry_run``, what would be, deleting nothing. Called at boot, after the
+        catalog is loaded and before partitions are opened.
         """
 
     def metadata(self, name: str) -> MetadataStore:

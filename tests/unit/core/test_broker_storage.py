@@ -279,3 +279,30 @@ def test_a_new_partition_adopts_no_leftover_directory(tmp_path):
         assert payloads(t.partitions[1]) == []
     finally:
         b.close()
+
+
+def test_message_data_without_any_catalog_refuses_to_start_rather_than_be_swept(filled):
+    import shutil
+
+    from headwater.storage.api import StorageError
+
+    shutil.rmtree(os.path.join(str(filled), "metadata"))  # the metadata store is lost
+    with pytest.raises(StorageError, match="catalog is empty"):
+        new_broker(filled)
+    assert os.path.getsize(log_file(filled, 0, 0, 0)) > 0
+
+
+def test_a_create_whose_catalog_write_fails_is_rolled_back(tmp_path):
+    b = new_broker(tmp_path)
+    s = b.create_stream("s")
+    t = b.create_topic(s.id, "t", 1, {})
+    b._meta.close()  # the catalog write will fail
+    with pytest.raises(errors.StorageFailure, match="saving the topic failed"):
+        b.create_topic(s.id, "new", 3, {})
+    with pytest.raises(errors.StorageFailure, match="saving the topic failed"):
+        b.create_partitions(s.id, "t", 2)
+    assert [x.name for x in b.stream(s.id).topics.values()] == ["t"] and sorted(t.partitions) == [0]
+    assert sorted(os.listdir(os.path.join(str(tmp_path), "streams", "0", "topics"))) == ["0", "1"]
+    assert os.listdir(os.path.join(str(tmp_path), "streams", "0", "topics", "1", "partitions")) == []
+    assert sorted(os.listdir(os.path.dirname(partition_dir(tmp_path, 0, 0, 0)))) == ["0"]
+    b.close()

@@ -103,3 +103,29 @@ def test_metadata_stores_by_name(tmp_path):
     assert engine.metadata("catalog").load() == {"a": 1}
     assert engine.metadata("offsets").load() == {"a": 2}
     engine.close()
+
+
+def test_retain_sweeps_every_tree_no_kept_partition_is_on(tmp_path):
+    engine = LocalEngine(str(tmp_path))
+    logs = {}
+    for key in [(0, 0, 0), (0, 0, 1), (0, 1, 0), (1, 0, 0), (2, 5, 7)]:
+        logs[key] = engine.open_partition(*key, SegmentPolicy())
+        logs[key].append(stamped_batch(0, 1))
+    os.makedirs(tmp_path / "streams" / "3" / "topics")  # an empty leftover tree
+    (tmp_path / "streams" / "0" / "topics" / "0" / "partitions" / "9").write_text("not a directory")
+    (tmp_path / "streams" / "notes").mkdir()  # not an id: not ours
+    removed = engine.retain([(0, 0, 0), (2, 5, 7)])
+    assert sorted(removed) == sorted(
+        [os.path.join("streams", "0", "topics", "0", "partitions", "1"), os.path.join("streams", "0", "topics", "1"),
+         os.path.join("streams", "1")]
+    )  # the empty stream 3 went too, without a word
+    left = sorted(os.path.relpath(d, tmp_path / "streams") for d, _, _ in os.walk(tmp_path / "streams"))
+    assert left == sorted([".", "0", "0/topics", "0/topics/0", "0/topics/0/partitions", "0/topics/0/partitions/0",
+                           "2", "2/topics", "2/topics/5", "2/topics/5/partitions", "2/topics/5/partitions/7", "notes"])
+    assert (tmp_path / "streams" / "0" / "topics" / "0" / "partitions" / "9").is_file()
+    assert os.listdir(tmp_path / "trash") == []
+    with pytest.raises(StorageError):
+        logs[(0, 0, 1)].read(0, 1, 100)  # a swept partition's open log is closed
+    fresh = engine.open_partition(0, 0, 1, SegmentPolicy())  # same ids: starts empty
+    assert fresh.next_offset == 0
+    engine.close()

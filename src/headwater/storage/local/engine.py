@@ -123,9 +123,11 @@ class LocalEngine:
         self._logs[key] = log
         return log
 
-    def _discard(self, directory: str, match) -> None:
-        for key in [k for k in self._logs if match(k)]:
-            self._logs.pop(key).close()
+    def _discard(self, directory: str, match=None) -> None:
+        """Close the open logs ``match`` selects, then delete ``directory`` through the trash."""
+        if match is not None:
+            for key in [k for k in self._logs if match(k)]:
+                self._logs.pop(key).close()
         if not os.path.isdir(directory):
             return
         trash = os.path.join(self.path, "trash", uuid.uuid4().hex)
@@ -134,13 +136,14 @@ class LocalEngine:
         fsync_dir(os.path.dirname(trash))
         shutil.rmtree(trash, ignore_errors=True)
 
-    def retain(self, partitions: Iterable[tuple[int, int, int]]) -> list[str]:
+    def retain(self, partitions: Iterable[tuple[int, int, int]], *, dry_run: bool = False) -> list[str]:
         """Delete (through the trash) every stream, topic and partition directory
         not on the path of one of ``partitions`` ((stream, topic, partition) ids).
 
         Only directories named by a canonical decimal id are ours; any other
         entry is left alone. Returns the deleted directories that held files,
-        as paths relative to the data directory.
+        as paths relative to the data directory; with ``dry_run`` the ones that
+        would be, deleting nothing.
         """
         self._check_open()
         keep = set(partitions)
@@ -150,7 +153,8 @@ class LocalEngine:
 
         def sweep(directory: str, match) -> None:
             holds_files = any(files for _, _, files in os.walk(directory))
-            self._discard(directory, match)
+            if not dry_run:
+                self._discard(directory, match)
             if holds_files:  # an empty tree is not worth a word
                 removed.append(os.path.relpath(directory, self.path))
 
@@ -170,10 +174,11 @@ class LocalEngine:
     def delete_partition(self, stream_id: int, topic_id: int, partition_id: int) -> None:
         """Close the partition's log if open and delete its directory (absent is fine)."""
         self._check_open()
-        self._discard(
-            self.partition_dir(stream_id, topic_id, partition_id),
-            lambda k: k == (stream_id, topic_id, partition_id),
-        )
+        directory = self.partition_dir(stream_id, topic_id, partition_id)
+        log = self._logs.pop((stream_id, topic_id, partition_id), None)
+        if log is not None:
+            log.close()
+        self._discard(directory)
 
     def delete_topic(self, stream_id: int, topic_id: int) -> None:
         """Close and delete every partition of the topic, and the topic directory."""

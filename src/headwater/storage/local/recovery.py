@@ -236,42 +236,50 @@ def intact_batch_after(
     header's reserved bytes 52..256 are 204 zeros following a nonzero
     message_count (48..52), so a header starts 49..52 bytes before the start of
     a run of at least 204 zero bytes; each candidate is checked with
-    ``batch.verify``. Zero runs are skipped whole (and holes of a preallocated
-    file with ``SEEK_DATA``), so a long zero tail costs little.
+    ``batch.verify``. Holes (a preallocated file's unwritten extents) are
+    skipped with ``SEEK_DATA`` and all-zero chunks without a byte-wise scan, so
+    a long zero tail costs little.
     """
     reader = ChunkReader(fd, file_size, _WALK_CHUNK)
     nonzero = False
     pos = start
     span = len(_RESERVED_ZEROS)
+    seek = hasattr(os, "SEEK_DATA")
     while pos < file_size:
-        chunk = pread_exact(fd, min(_SCAN_CHUNK + BATCH_HEADER_SIZE, file_size - pos), pos)
-        if not chunk:
-            break
-        i = 0
-        while True:
-            m = _NONZERO.search(chunk, i)
-            if m is None:
-                break  # zeros to the end of this chunk
-            nonzero = True
-            z = chunk.find(_RESERVED_ZEROS, m.start())
-            if z < 0:
-                break
-            for p in range(pos + z - BATCH_RESERVED_OFFSET, pos + z - BATCH_RESERVED_OFFSET + 4):
-                if p < start or p + MIN_BATCH_SIZE > file_size:
-                    continue
-                status, fields, _ = _check_batch(reader, p, file_size)
-                if status == "ok" and fields[0] >= min_offset:
-                    return (p, fields[0]), True
-            i = z + span
-        if len(chunk) <= _SCAN_CHUNK:
-            break  # that was the last chunk
-        pos += _SCAN_CHUNK
-        if m is None and hasattr(os, "SEEK_DATA"):  # the chunk ended in zeros: skip holes
+        data_end = file_size  # end of the data extent pos is in (a hole or the end of the file follows)
+        if seek:
             try:
-                pos = max(pos, os.lseek(fd, pos, os.SEEK_DATA) - BATCH_HEADER_SIZE)
+                pos = max(pos, os.lseek(fd, pos, os.SEEK_DATA))
+                data_end = min(file_size, os.lseek(fd, pos, os.SEEK_HOLE))
             except OSError as exc:
                 if exc.errno == errno.ENXIO:
                     break  # nothing but a hole up to the end of the file
+                seek = False
+        # never read into a hole: cached zero pages would count as data for SEEK_DATA
+        chunk = pread_exact(fd, min(_SCAN_CHUNK + BATCH_HEADER_SIZE, data_end - pos), pos)
+        if not chunk:
+            break
+        if chunk.translate(None, b"\x00"):  # not all zeros
+            i = 0
+            while True:
+                m = _NONZERO.search(chunk, i)
+                if m is None:
+                    break  # zeros to the end of this chunk
+                nonzero = True
+                z = chunk.find(_RESERVED_ZEROS, m.start())
+                if z < 0:
+                    break
+                for p in range(pos + z - BATCH_RESERVED_OFFSET, pos + z - BATCH_RESERVED_OFFSET + 4):
+                    if p < start or p + MIN_BATCH_SIZE > file_size:
+                        continue
+                    status, fields, _ = _check_batch(reader, p, file_size)
+                    if status == "ok" and fields[0] >= min_offset:
+                        return (p, fields[0]), True
+                i = z + span
+        if len(chunk) <= _SCAN_CHUNK:
+            pos += len(chunk)  # the extent is done: next, the data after the hole, if any
+        else:
+            pos += _SCAN_CHUNK
     return None, nonzero
 
 
