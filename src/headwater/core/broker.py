@@ -177,7 +177,8 @@ class Broker:
         policy = topic.options.to_segment_policy(partitions_count, self.validate_checksum)
         where = {"stream": topic.stream_id, "topic": topic.id, "partition": pid}
         try:
-            plog = self.engine.open_partition(topic.stream_id, topic.id, pid, policy)
+            # at boot (fence) the catalog names the partition: its directory must exist
+            plog = self.engine.open_partition(topic.stream_id, topic.id, pid, policy, create=not fence)
         except CorruptSegment as e:
             if not fence:
                 raise
@@ -639,6 +640,8 @@ class Broker:
             if topic.created_at_us != entry.created_at_us:
                 states.forget_partition(key)
                 continue
+            if p.fenced is not None:
+                continue  # storage refused it: its end is unknown, keep the state for after a repair
             states.truncate(key, p.high_watermark)
         states.flush()
         return states

@@ -306,3 +306,24 @@ def test_a_create_whose_catalog_write_fails_is_rolled_back(tmp_path):
     assert os.listdir(os.path.join(str(tmp_path), "streams", "0", "topics", "1", "partitions")) == []
     assert sorted(os.listdir(os.path.dirname(partition_dir(tmp_path, 0, 0, 0)))) == ["0"]
     b.close()
+
+
+def test_a_partition_whose_directory_vanished_is_fenced_not_recreated_empty(filled, caplog):
+    import shutil
+
+    shutil.rmtree(partition_dir(filled, 0, 0, 0))
+    with caplog.at_level(logging.ERROR, logger="headwater.broker"):
+        b = new_broker(filled)
+    try:
+        t = b.topic(0, 0)
+        lost, healthy = t.partitions[0], t.partitions[1]
+        assert lost.fenced and "missing" in lost.fenced
+        with pytest.raises(errors.CorruptData, match="missing"):
+            lost.read(0, 10)
+        with pytest.raises(errors.CorruptData):
+            b.append(lost, batch(b"would land at offset 0 again"))
+        assert payloads(healthy) == [b"p1-%d" % i for i in range(4)]
+        assert not os.path.exists(partition_dir(filled, 0, 0, 0))  # nothing made up in its place
+        assert any("fenced" in r.getMessage() for r in caplog.records)
+    finally:
+        b.close()

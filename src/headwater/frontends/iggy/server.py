@@ -16,6 +16,7 @@ import asyncio
 import inspect
 import logging
 import struct
+import time
 
 from ...codec.errors import CodecError
 from ...codec.iggy import framing, version
@@ -58,6 +59,7 @@ class IggyFrontend:
     def __init__(self, broker: Broker, config: TcpConfig, data_dir: str = "."):
         self.broker = broker
         self.config = config
+        self._corrupt_logged: dict[str, float] = {}
         self.clients = ClientTable(config.session_reply_cache)
         self.data_dir = data_dir
 
@@ -198,7 +200,12 @@ class IggyFrontend:
             return 0, result
         except core_errors.CorruptData as e:
             # stored data failed verification: the read is refused, and an operator must hear of it
-            log.error("corrupt data refused", extra={"kv": {"code": code, "error": str(e)}})
+            # (once a minute per distinct error, so a fenced partition polled in a loop does not flood the log)
+            now = time.monotonic()
+            message = str(e)
+            if now - self._corrupt_logged.get(message, -1e9) >= 60.0:
+                self._corrupt_logged[message] = now
+                log.error("corrupt data refused", extra={"kv": {"code": code, "error": message}})
             return code_for(e), b""
         except core_errors.BrokerError as e:
             log.debug("request refused", extra={"kv": {"code": code, "error": str(e)}})

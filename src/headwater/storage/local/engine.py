@@ -25,7 +25,7 @@ import shutil
 import uuid
 from typing import Iterable
 
-from headwater.storage.api import SegmentPolicy, StorageError
+from headwater.storage.api import CorruptSegment, SegmentPolicy, StorageError
 
 from .log import LocalPartitionLog
 from .metadata import LocalMetadataStore
@@ -105,11 +105,13 @@ class LocalEngine:
     # -- partitions ------------------------------------------------------------
 
     def open_partition(
-        self, stream_id: int, topic_id: int, partition_id: int, policy: SegmentPolicy
+        self, stream_id: int, topic_id: int, partition_id: int, policy: SegmentPolicy, *, create: bool = True
     ) -> LocalPartitionLog:
-        """Open (creating if absent) a partition log, running recovery on existing files.
+        """Open a partition log, running recovery on existing files; ``create``: make it when absent.
 
-        Raises CorruptSegment when recovery refuses the partition.
+        Raises CorruptSegment when recovery refuses the partition, or when its
+        directory is missing and ``create`` is false (at boot a partition the
+        catalog names must exist: an empty one would silently replace lost data).
         """
         self._check_open()
         key = (stream_id, topic_id, partition_id)
@@ -118,6 +120,8 @@ class LocalEngine:
             log.set_policy(policy)
             return log
         directory = self.partition_dir(stream_id, topic_id, partition_id)
+        if not create and not os.path.isdir(directory):
+            raise CorruptSegment(f"partition directory {directory} is missing: its data is lost or moved")
         self._makedirs(directory)
         log = LocalPartitionLog.open(directory, policy)
         self._logs[key] = log
