@@ -540,6 +540,18 @@ class Broker:
     def commit(self, p: Partition, kind: str, name: str, next_offset: int, metadata: str = "") -> None:
         self.offsets.put(p.stream_id, p.topic_id, p.id, kind, name, next_offset, metadata)
 
+    def commit_many(self, kind: str, name: str, commits: list[tuple[Partition, int | None, str]]) -> None:
+        """Commit several partitions at once, atomically and with one durable write:
+        ``(partition, next_offset or None to delete, metadata)``."""
+        from .offsets import Committed
+
+        self.offsets.put_many(
+            [
+                ((p.stream_id, p.topic_id, p.id, kind, name), None if off is None else Committed(off, meta))
+                for p, off, meta in commits
+            ]
+        )
+
     def delete_committed(self, p: Partition, kind: str, name: str) -> bool:
         return self.offsets.delete(p.stream_id, p.topic_id, p.id, kind, name)
 

@@ -56,6 +56,19 @@ class OffsetStore:
         self._data[k] = c
         self._persist(_key(*k), {"offset": offset, "metadata": metadata})
 
+    def put_many(self, changes: list[tuple[tuple[int, int, int, str, str], Committed | None]]) -> None:
+        """Apply several commits (``None`` deletes) atomically: one durable write for all."""
+        record: dict[str, Any] = {}
+        for k, c in changes:
+            if c is None:
+                if self._data.pop(k, None) is not None:
+                    record[_key(*k)] = None
+            elif self._data.get(k) != c:
+                self._data[k] = c
+                record[_key(*k)] = {"offset": c.offset, "metadata": c.metadata}
+        if record:
+            self._persist_many(record)
+
     def delete(self, stream_id: int, topic_id: int, partition_id: int, kind: str, name: str) -> bool:
         k = (stream_id, topic_id, partition_id, kind, name)
         if self._data.pop(k, None) is None:

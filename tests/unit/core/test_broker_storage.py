@@ -327,3 +327,22 @@ def test_a_partition_whose_directory_vanished_is_fenced_not_recreated_empty(fill
         assert any("fenced" in r.getMessage() for r in caplog.records)
     finally:
         b.close()
+
+
+def test_commit_many_is_one_atomic_write_and_survives_a_reopen(filled):
+    b = new_broker(filled)
+    try:
+        t = b.topic(0, 0)
+        p0, p1 = t.partitions[0], t.partitions[1]
+        b.commit(p1, "group", "g", 1)
+        b.commit_many("group", "g", [(p0, 3, "meta-0"), (p1, None, "")])
+        assert b.committed(p0, "group", "g") == 3 and b.committed(p1, "group", "g") is None
+    finally:
+        b.close()
+    b = new_broker(filled)
+    try:
+        t = b.topic(0, 0)
+        assert b.offsets.get(0, 0, 0, "group", "g").metadata == "meta-0"
+        assert b.committed(t.partitions[1], "group", "g") is None
+    finally:
+        b.close()

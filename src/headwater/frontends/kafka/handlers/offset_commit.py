@@ -16,8 +16,8 @@ FENCED_INSTANCE_ID, ...) is the code of every partition of the request.
 
 Per partition: UNKNOWN_TOPIC_OR_PARTITION for a topic or partition that does
 not exist; OFFSET_METADATA_TOO_LARGE above ``kafka.offset_metadata_max_bytes``
-(UTF-8 bytes); otherwise the offset is written through ``Broker.commit``
-(durable before the answer) under ``(partition, "group", group_id)``, the
+(UTF-8 bytes); otherwise the offset is written through ``Broker.commit_many`` (every
+partition of the request in one atomic, durable write before the answer) under ``(partition, "group", group_id)``, the
 key an Iggy consumer group of the same name uses. A negative offset means
 "no offset" to Kafka readers and removes the stored one.
 """
@@ -43,6 +43,7 @@ def offset_commit(ctx: Context, request):
     )
     group_error = errors.group_code(outcome) if outcome is not Outcome.OK else errors.NONE
     limit = ctx.config.offset_metadata_max_bytes
+    commits = []  # written together below: one durable, atomic write per request
     topics = []
     for t in request.topics:
         topic = names.resolve(t.name)
@@ -57,12 +58,11 @@ def offset_commit(ctx: Context, request):
             elif len(metadata.encode()) > limit:
                 code = errors.OFFSET_METADATA_TOO_LARGE
             else:
-                if q.committed_offset < 0:
-                    broker.delete_committed(p, GROUP, group_id)
-                else:
-                    broker.commit(p, GROUP, group_id, q.committed_offset, metadata)
+                commits.append((p, None if q.committed_offset < 0 else q.committed_offset, metadata))
                 code = errors.NONE
             parts.append(ctx.build("OffsetCommitResponsePartition", partition_index=q.partition_index,
                                    error_code=code))
         topics.append(ctx.build("OffsetCommitResponseTopic", name=t.name, partitions=tuple(parts)))
+    if commits:
+        broker.commit_many(GROUP, group_id, commits)
     return ctx.response(throttle_time=0, topics=tuple(topics))
