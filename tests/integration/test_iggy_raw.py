@@ -787,3 +787,25 @@ def test_a_silent_client_is_evicted_as_stale_when_heartbeats_are_on(fresh_server
         assert (a.kind, a.reason) == ("eviction", EvictionReason.STALE_CLIENT)
         assert silent.closed()
         assert chatty.call(Command.PING).status == 0
+
+
+def test_a_poll_of_a_huge_count_is_capped_at_the_frame_size(fresh_server):
+    fresh_server.stop()
+    fresh_server.start(env={"HEADWATER_TCP_MAX_FRAME_SIZE": "8192"})
+    with RawConnection(fresh_server.iggy_address) as c:
+        c.login()
+        assert c.call_request(ws.CreateStream("capped")).status == 0
+        assert c.call_request(wtop.CreateTopic("capped", 1, "t")).status == 0
+        for i in range(10):
+            assert send_batch(c, "capped", "t", 0, [b"%d" % i + b"x" * 2000]).status == 0
+        seen = []
+        strategy = PollingStrategy(PollingKind.OFFSET, 0)
+        while len(seen) < 10:
+            a = poll(c, "capped", "t", 0, strategy=strategy, count=2**32 - 1)
+            assert a.status == 0 and len(a.body) <= 8192  # never more than a frame's worth
+            prefix, rest = wm.decode_poll_reply(a.body)
+            assert 1 <= prefix.messages_count < 10
+            got = [bytes(f.payload) for b in batch_codec.split_batches(rest) for f in batch_codec.iter_frames(b)]
+            seen += got
+            strategy = PollingStrategy(PollingKind.OFFSET, len(seen))
+        assert seen == [b"%d" % i + b"x" * 2000 for i in range(10)]

@@ -107,7 +107,9 @@ def poll_messages(ctx: Context, req: w.PollMessages) -> list:
     else:  # NEXT
         committed = ctx.broker.committed(p, kind, name)
         start = p.log_start_offset if committed is None else committed
-    batches, n = p.read(start, req.count)
+    # A poll reply is capped at the frame size limit (at least one batch is still returned),
+    # so a huge ``count`` cannot make the server build an unbounded reply in memory.
+    batches, n = p.read(start, req.count, ctx.frontend.config.max_frame_size)
     current = max(p.high_watermark - 1, 0)
     if req.auto_commit and n:
         ctx.broker.commit(p, kind, name, max(start, p.log_start_offset) + n)
