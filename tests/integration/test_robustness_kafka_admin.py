@@ -84,6 +84,8 @@ def test_create_topics_replication_factors_one_node_cannot_give(server, wire, re
     [("retention.ms", None)],
     [("retention.ms", "99999999999999999999999")],
     [("max.message.bytes", "-1")],
+    [("max.message.bytes", str(2**31))],  # an INT config in Kafka
+    [("retention.bytes", str(2**63))],  # a LONG
     [("segment.bytes", "1")],
     [("segment.bytes", "abc")],
     [("retention.bytes", "1")],
@@ -107,7 +109,7 @@ def test_create_topics_names(server, wire):
     two = req(CREATE_TOPICS, 7, "CreatableTopic", name="robust-twice", num_partitions=1, replication_factor=1,
               assignments=(), configs=())
     r = wire.call(CREATE_TOPICS, 7, req(CREATE_TOPICS, 7, topics=(two, two), timeout=TIMEOUT, validate_only=False))
-    assert {t.error_code for t in r.topics} == {INVALID_REQUEST}  # Kafka: one result for the name, 42
+    assert [(t.name, t.error_code) for t in r.topics] == [("robust-twice", INVALID_REQUEST)]  # Kafka: one result
     assert partition_count(wire, "robust-twice") == -1
 
 
@@ -190,10 +192,6 @@ def test_delete_records_of_what_does_not_exist(server, wire):
 # --------------------------------------------------------------------------- known defects
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "CreatePartitions naming a topic twice applies both entries (the topic grows to 6, then 8); "
-    "Kafka answers INVALID_REQUEST (42) 'Duplicate topic name.' for it and changes nothing "
-    "(ControllerApis.createPartitions / KafkaApis.handleCreatePartitionsRequest)"))
 def test_create_partitions_with_a_topic_named_twice(server, wire):
     assert create(wire, "robust-grow-twice", partitions=2).error_code == 0
     got = grow(wire, ("robust-grow-twice", 6), ("robust-grow-twice", 8))
@@ -201,10 +199,6 @@ def test_create_partitions_with_a_topic_named_twice(server, wire):
     assert got == [("robust-grow-twice", INVALID_REQUEST)] and count == 2, (got, count)  # one result per name
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "DeleteTopics naming a topic twice deletes it (first entry 0, second UNKNOWN_TOPIC_OR_PARTITION); "
-    "Kafka answers INVALID_REQUEST (42) 'Duplicate topic name.' for it and deletes nothing "
-    "(ControllerApis.deleteTopics)"))
 def test_delete_topics_with_a_topic_named_twice(server, wire):
     assert create(wire, "robust-del-twice").error_code == 0
     r = wire.call(DELETE_TOPICS, 4, req(DELETE_TOPICS, 4, topic_names=("robust-del-twice", "robust-del-twice"),
@@ -213,13 +207,30 @@ def test_delete_topics_with_a_topic_named_twice(server, wire):
     assert got == [INVALID_REQUEST] and partition_count(wire, "robust-del-twice") == 1, got
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "DeleteTopics v6 with neither a name nor a topic id gets UNKNOWN_TOPIC_ID (100); Kafka answers "
-    "INVALID_REQUEST (42) 'Neither topic name nor id were specified.' (ControllerApis.deleteTopics)"))
 def test_delete_topics_v6_with_neither_name_nor_id(server, wire):
     r = wire.call(DELETE_TOPICS, 6, req(DELETE_TOPICS, 6, topics=(
         req(DELETE_TOPICS, 6, "DeleteTopicState", name=None, topic_id=uuid.UUID(int=0)),), timeout=TIMEOUT))
     assert [x.error_code for x in r.responses] == [INVALID_REQUEST]
+
+
+def test_delete_topics_v6_refuses_both_name_and_id_and_an_id_given_twice(server, wire):
+    # Kafka (ControllerApis.deleteTopics): INVALID_REQUEST for each, and nothing is deleted
+    assert create(wire, "robust-del-both").error_code == 0
+    tid = wire.call(METADATA, 12, req(METADATA, 12, topics=(
+        req(METADATA, 12, "MetadataRequestTopic", name="robust-del-both", topic_id=uuid.UUID(int=0)),),
+        allow_auto_topic_creation=False, include_topic_authorized_operations=False)).topics[0].topic_id
+
+    def state(name, topic_id):
+        return req(DELETE_TOPICS, 6, "DeleteTopicState", name=name, topic_id=topic_id)
+
+    for topics in ((state("robust-del-both", tid),), (state(None, tid), state(None, tid)),
+                   (state("robust-del-both", uuid.UUID(int=0)), state(None, tid))):
+        r = wire.call(DELETE_TOPICS, 6, req(DELETE_TOPICS, 6, topics=topics, timeout=TIMEOUT))
+        assert [x.error_code for x in r.responses] == [INVALID_REQUEST], r
+        assert partition_count(wire, "robust-del-both") == 1
+    r = wire.call(DELETE_TOPICS, 6, req(DELETE_TOPICS, 6, topics=(state(None, tid),), timeout=TIMEOUT))
+    assert [(x.name, x.error_code) for x in r.responses] == [("robust-del-both", 0)]
+    assert partition_count(wire, "robust-del-both") == -1
 
 
 def test_the_server_is_still_whole(server, healthy):

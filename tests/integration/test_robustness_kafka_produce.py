@@ -20,7 +20,7 @@ import pytest
 from headwater.codec.kafka.record_batch import crc32c
 from kafka_wire import KafkaWire
 from test_kafka_wire import create_topic, produce, produce_request, record_batch, req
-from test_robustness_kafka_wire import HealthyClient, alive, latest_offset, peak_rss_mb
+from test_robustness_kafka_wire import HealthyClient, alive, latest_offset, peak_rss_mb, raw_frame, tracebacks
 
 PRODUCE, INIT_PRODUCER_ID = 0, 22
 TOPIC = "robust-produce"
@@ -270,11 +270,6 @@ def test_acks_zero_garbage_does_not_disturb_others(server, topic, healthy):
 # --------------------------------------------------------------------------- known defects
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a Produce v3+ batch whose magic byte is 0 or 1 gets CORRUPT_MESSAGE (2); Kafka reads it as a "
-    "legacy batch and ProduceRequest.validateRecords refuses it with INVALID_RECORD (87): 'Produce "
-    "requests with version N are only allowed to contain record batches with magic version 2' "
-    "(only magic < 0 or > 2 is CorruptRecordException in ByteBufferLogInputStream)"))
 @pytest.mark.parametrize("magic", [0, 1])
 def test_a_magic_0_or_1_batch_gets_invalid_record(server, topic, wire, magic):
     r = produce(wire, topic, batch(GOOD, 1, magic=magic))
@@ -282,11 +277,6 @@ def test_a_magic_0_or_1_batch_gets_invalid_record(server, topic, wire, magic):
     assert latest_offset(wire, topic) == 1
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a batchLength that runs past the records field gets CORRUPT_MESSAGE (2); Kafka's "
-    "ByteBufferLogInputStream yields no batch for it, so ProduceRequest.validateRecords answers "
-    "INVALID_RECORD (87): 'Produce requests with version N must have at least one record batch per "
-    "partition'"))
 @pytest.mark.parametrize("length", [500, 1 << 20])
 def test_a_batch_length_past_the_data_gets_invalid_record(server, topic, wire, length):
     r = produce(wire, topic, batch(GOOD, 1, batch_length=length))
@@ -294,22 +284,12 @@ def test_a_batch_length_past_the_data_gets_invalid_record(server, topic, wire, l
     assert latest_offset(wire, topic) == 1
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a transactional batch in a Produce without transactional_id gets INVALID_TXN_STATE (48) "
-    "(documented in docs/gaps.md); Kafka answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED (53) for the "
-    "whole request (KafkaApis.handleProduceRequest: RequestUtils.hasTransactionalRecords and no "
-    "authorized transactional id)"))
 def test_a_transactional_batch_without_transactional_id(server, topic, wire):
     r = produce(wire, topic, batch(GOOD, 1, attributes=0x10, producer_id=77, epoch=0, sequence=0))
     assert r.error_code == TXN_AUTH_FAILED
     assert latest_offset(wire, topic) == 1
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "acks=0 Produce that fails (here CRC mismatch) is dropped silently and the connection stays "
-    "open, so a fire-and-forget producer never learns; Kafka closes the connection when an acks=0 "
-    "produce has any partition error, 'so that the producer client will know that some error has "
-    "happened and will refresh its metadata' (KafkaApis.handleProduceRequest)"))
 def test_an_acks_zero_produce_that_fails_closes_the_connection(server, topic):
     w = KafkaWire(server.kafka_address)
     try:
@@ -320,6 +300,35 @@ def test_an_acks_zero_produce_that_fails_closes_the_connection(server, topic):
         assert w.closed_by_server(3)
     finally:
         w.close()
+
+
+def test_a_transactional_batch_refuses_the_whole_request(server, topic, wire):
+    # Kafka checks RequestUtils.hasTransactionalRecords before writing anything: every partition 53
+    txn = batch(GOOD, 1, attributes=0x10, producer_id=77, epoch=0, sequence=0)
+    parts = tuple(req(PRODUCE, 9, "PartitionProduceData", index=i, records=r)
+                  for i, r in ((0, batch(GOOD, 1)), (1, txn), (9, batch(GOOD, 1))))
+    r = wire.call(PRODUCE, 9, req(PRODUCE, 9, transactional_id=None, acks=-1,
+                                  timeout=datetime.timedelta(seconds=5),
+                                  topic_data=(req(PRODUCE, 9, "TopicProduceData", name=topic, partition_data=parts),)))
+    assert [p.error_code for p in r.responses[0].partition_responses] == [TXN_AUTH_FAILED] * 3
+    assert latest_offset(wire, topic) == 1
+
+
+@pytest.mark.parametrize("version,body", [
+    (0, struct.pack(">hiih", -1, 1000, 1, 1) + b"x" + struct.pack(">i", -5)),  # partition count -5
+    (2, struct.pack(">hiih", 1, 1000, 1, 1) + b"x" + struct.pack(">i", 1)),  # cut short
+    (1, struct.pack(">hiih", 0, 1000, 1, 1) + b"x" + struct.pack(">iii", 1, 0, 0)),  # acks=0: answered 35
+])
+def test_a_produce_v0_2_that_cannot_be_answered_closes_the_connection(server, version, body):
+    before = tracebacks(server)
+    w = KafkaWire(server.kafka_address)
+    try:
+        w.send_raw(raw_frame(PRODUCE, version, body))
+        assert w.closed_by_server(5)
+    finally:
+        w.close()
+    time.sleep(0.2)
+    assert tracebacks(server) == before, server.log()[-1500:]
 
 
 def _bomb(codec: int, megabytes: int) -> bytes:
@@ -335,12 +344,6 @@ def _bomb(codec: int, megabytes: int) -> bytes:
     return bytes(compress(prefix)) + mib * megabytes + bytes(compress(zigzag(0)))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a 434 KB zstd batch (under the default max.message.bytes) that inflates to 8 GiB kills the server: "
-    "cramjam grows its output buffer until an allocation fails and Rust aborts the process (here with "
-    "a 4 GiB address-space cap; without one, the same happens at the machine's memory limit or the "
-    "OOM killer ends it). Kafka refuses or streams such a batch with bounded memory "
-    "(LogValidator's streaming iterators) and keeps serving"))
 def test_a_zstd_bomb_under_max_message_bytes_does_not_kill_the_server(fresh_server):
     import resource
 
@@ -363,14 +366,6 @@ def test_a_zstd_bomb_under_max_message_bytes_does_not_kill_the_server(fresh_serv
     assert alive(fresh_server), f"the server process died: {died}"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "zstd and lz4 records are decompressed whole before the 64 MiB cap is checked "
-    "(codec/kafka/compression.py: 'lz4 and zstd are checked once done'): a 27 KB zstd batch makes the "
-    "server hold 512 MiB twice over, and a batch at the default max.message.bytes (1 MB) expands to "
-    "~32 GB, so the process is OOM-killed or aborts on a failed allocation. Kafka decompresses with a "
-    "bounded streaming iterator (DefaultRecordBatch.skipKeyValueIterator / streamingIterator in "
-    "LogValidator) and never materialises the batch; the expected outcome is a refusal "
-    "(MESSAGE_TOO_LARGE or CORRUPT_MESSAGE) with memory bounded by the cap"))
 @pytest.mark.parametrize("codec,megabytes,max_message_bytes", [(4, 512, None), (3, 900, "4194304")],
                          ids=["zstd-512MiB", "lz4-900MiB"])
 def test_a_decompression_bomb_is_refused_within_bounded_memory(fresh_server, codec, megabytes, max_message_bytes):

@@ -336,12 +336,6 @@ def test_slowloris_and_hundreds_of_half_sent_frames(server, healthy):
 # --------------------------------------------------------------------------- known defects
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "an array length in a request body (Metadata v12 topics = compact length 2**35-1; 5 bytes) makes "
-    "kio's native reader reserve count*8 bytes up front (Vec::with_capacity); the allocation fails and "
-    "Rust aborts the whole server process (log: 'memory allocation of 274877906928 bytes failed'). "
-    "Kafka's generated readers check the count against the bytes left ('Tried to allocate a collection "
-    "of size N, but there are only M bytes remaining') and only that connection is closed"))
 @pytest.mark.parametrize("api_key,version,body", [
     (METADATA, 12, bytes.fromhex("ffffffff7f")),  # compact array, 2**35-2 topics
     (METADATA, 1, bytes.fromhex("7fffffff")),  # legacy array, 2**31-1 topics (16 GiB)
@@ -364,11 +358,6 @@ def test_a_huge_array_count_closes_only_its_connection(fresh_server, api_key, ve
     quick_metadata(fresh_server)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "an unknown tagged field in a flexible request body (tag 99 at the end of Metadata v12) closes the "
-    "connection ('Unknown tagged field tag: 99' from kio); KIP-482 tagged fields exist so that "
-    "receivers skip tags they do not know, and Kafka's generated readers keep them as unknown "
-    "tagged fields and answer normally"))
 def test_unknown_tagged_fields_in_a_request_body_are_skipped(server):
     w = KafkaWire(server.kafka_address)
     try:
@@ -384,11 +373,6 @@ def test_unknown_tagged_fields_in_a_request_body_are_skipped(server):
         w.close()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a non-nullable array sent as null (length -1, or compact 0) is decoded as None and reaches the "
-    "handler, which fails with TypeError: each such request logs an error-level traceback "
-    "('handler failed'). Kafka rejects it while parsing ('non-nullable field ... was serialized as "
-    "null') and closes the connection without a handler error"))
 @pytest.mark.parametrize("api_key,version,body", [
     (DESCRIBE_GROUPS, 0, bytes.fromhex("ffffffff")),
     (LIST_OFFSETS, 1, bytes.fromhex("ffffffff" "ffffffff")),
@@ -406,12 +390,6 @@ def test_a_null_required_array_is_refused_without_a_traceback(server, api_key, v
     assert tracebacks(server) == before, server.log()[-1500:]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "Metadata v10/v11 with a null topic name: the response (name not nullable before v12) fails to "
-    "encode, the connection is dropped without an answer and an error-level traceback is logged "
-    "('connection failed ... Unexpectedly received None value'). Kafka answers INVALID_REQUEST (42) "
-    "for every topic, with name '' (KafkaApis: 'Topic name can not be null for version N'; "
-    "MetadataRequest.getErrorResponse)"))
 @pytest.mark.parametrize("version", [10, 11])
 def test_metadata_v10_v11_with_a_null_topic_name_gets_invalid_request(server, version):
     import uuid
@@ -432,10 +410,6 @@ def test_metadata_v10_v11_with_a_null_topic_name_gets_invalid_request(server, ve
         assert tracebacks(server) == before
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "ApiVersions v3+ with a client_software_name/version outside [a-zA-Z0-9](?:[a-zA-Z0-9\\-.]*"
-    "[a-zA-Z0-9])? is answered with error 0; Kafka answers INVALID_REQUEST (42) "
-    "(ApiVersionsRequest.isValid, KafkaApis.handleApiVersionsRequest)"))
 @pytest.mark.parametrize("name,version", [("bad name!", "1.0"), ("", ""), ("ok", "-1-")])
 def test_api_versions_with_an_invalid_software_name_gets_invalid_request(server, name, version):
     w = KafkaWire(server.kafka_address)
@@ -446,9 +420,6 @@ def test_api_versions_with_an_invalid_software_name_gets_invalid_request(server,
         w.close()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a client_id that is not valid UTF-8 closes the connection ('client_id is not UTF-8'); Kafka "
-    "decodes header strings leniently (new String(bytes, UTF_8) replaces bad bytes) and answers"))
 def test_a_client_id_that_is_not_utf8_is_accepted(server):
     w = KafkaWire(server.kafka_address)
     try:

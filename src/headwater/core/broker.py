@@ -431,6 +431,7 @@ class Broker:
             self._forget_group_members(t, g)
         for p in t.partitions.values():
             p.log.close()
+            p.wake_listeners()
 
     def purge_topic(self, stream: Ident, topic: Ident) -> None:
         self._purge_topic(self.topic(stream, topic))
@@ -483,7 +484,9 @@ class Broker:
         record["partitions"] = {k: v for k, v in record["partitions"].items() if int(k) not in gone}
         self._meta.put(f"topic/{t.stream_id}/{t.id}", record)
         for pid in doomed:
-            t.partitions.pop(pid).log.close()
+            p = t.partitions.pop(pid)
+            p.log.close()
+            p.wake_listeners()
         self._apply_policy(t)
         for pid in doomed:
             self._delete_files(self.engine.delete_partition, t.stream_id, t.id, pid)

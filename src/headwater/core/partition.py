@@ -133,6 +133,12 @@ class Partition:
         except ValueError:
             pass
 
+    def wake_listeners(self) -> None:
+        """Call the listeners without an append: the partition is being deleted, so
+        waiting readers look it up again (and find it gone)."""
+        for listener in list(self._listeners):
+            listener(self)
+
     # --- reads ---
     def read(self, start_offset: int, count: int, max_bytes: int = 1 << 62) -> tuple[list[bytes | memoryview], int]:
         """Batches covering offsets [start_offset, start_offset + count), sliced at the edges.

@@ -13,17 +13,21 @@ Produce v8+ ``RecordErrors`` array, for errors that reject single records.
 Class tree (Kafka code in brackets)::
 
     KafkaCodecError [-1]
-      CorruptRecord [2]               CRC mismatch, bad magic, truncated or undecompressable batch
-      MessageTooLarge [10]            a record cannot fit an Iggy frame (user headers over 100 000 B)
+      CorruptRecord [2]               CRC mismatch, magic outside 0..2, truncated or
+                                      undecompressable batch
+      MessageTooLarge [10]            a record cannot fit an Iggy frame (user headers over 100 000 B),
+                                      decompressed records over the cap
       InvalidTimestamp [32]           out of the configured bounds, or LogAppendTime set by a producer
       UnsupportedCompressionType [76] compression id 5..7
-      InvalidRecord [87]              structurally wrong inside a CRC-valid batch, control batch
-                                      from a client, inconsistent counts, missing key on a
-                                      compacted topic
+      InvalidRecord [87]              magic 0/1 (legacy message set), a batch running past the
+                                      Produce records field, structurally wrong inside a
+                                      CRC-valid batch, control batch from a client, inconsistent
+                                      counts, missing key on a compacted topic
 
 Sources: Kafka ``DefaultRecordBatch.java`` and ``DefaultRecord.java`` (what
-raises ``CorruptRecordException`` and what ``InvalidRecordException``), and
-``LogValidator.java`` (``validateBatch``, ``validateRecord``).
+raises ``CorruptRecordException`` and what ``InvalidRecordException``),
+``ByteBufferLogInputStream.java`` (``nextBatchSize``), ``ProduceRequest.java``
+(``validateRecords``) and ``LogValidator.java`` (``validateBatch``, ``validateRecord``).
 """
 
 from __future__ import annotations
@@ -61,9 +65,9 @@ class KafkaCodecError(Exception):
 
 
 class CorruptRecord(KafkaCodecError):
-    """The batch bytes cannot be trusted: CRC-32C mismatch, magic other than 2,
-    a batch shorter than its 61-byte header or running past the buffer, or a
-    compressed section that does not decompress (Kafka CORRUPT_MESSAGE, 2)."""
+    """The batch bytes cannot be trusted: CRC-32C mismatch, magic outside 0..2,
+    a batchLength below 14, a magic 2 batch shorter than its 61-byte header, or
+    a compressed section that does not decompress (Kafka CORRUPT_MESSAGE, 2)."""
 
     error_code = 2
 
@@ -90,9 +94,10 @@ class UnsupportedCompressionType(KafkaCodecError):
 
 
 class InvalidRecord(KafkaCodecError):
-    """A CRC-valid batch whose contents break the format or the broker's rules:
-    bad varints, lengths, record count, offset range, control batch from a
-    client, producer id without a sequence, missing key on a compacted topic
-    (Kafka INVALID_RECORD, 87)."""
+    """A batch the broker's rules refuse: magic 0 or 1 from Produce v3+, a
+    batch running past the Produce records field (no batch at all for Kafka),
+    or a CRC-valid batch with bad varints, lengths, record count, offset range,
+    a control batch from a client, a producer id without a sequence, a missing
+    key on a compacted topic (Kafka INVALID_RECORD, 87)."""
 
     error_code = 87

@@ -14,7 +14,8 @@ Source: Kafka protocol guide ("Common Request and Response Structure") and
 A flexible request version uses request header v2 and response header v1,
 except ApiVersions, whose response header is always v0 (clients read it
 before they know which versions the broker speaks). The client_id is a
-legacy (int16-length) string in both header versions.
+legacy (int16-length) string in both header versions; request bodies are
+checked by ``guard.py`` before kio reads them.
 """
 
 from __future__ import annotations
@@ -71,8 +72,8 @@ def read_uvarint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
 def decode_request_header(frame: bytes | memoryview, flexible: bool) -> tuple[RequestHeader, int]:
     """The request header (v2 when ``flexible``, else v1) and the offset of the body.
 
-    Raises FrameError for a header that does not fit the frame or a client_id
-    that is not UTF-8.
+    Raises FrameError for a header that does not fit the frame. A client_id
+    that is not UTF-8 is read with U+FFFD for its bad bytes, as Kafka reads it.
     """
     api_key, api_version, correlation_id = peek_header(frame)
     pos = _HEAD.size
@@ -88,10 +89,8 @@ def decode_request_header(frame: bytes | memoryview, flexible: bool) -> tuple[Re
     else:
         if pos + length > len(frame):
             raise FrameError(f"client_id of {length} bytes runs past the request", pos)
-        try:
-            client_id = bytes(frame[pos : pos + length]).decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise FrameError("client_id is not UTF-8", pos) from e
+        # Kafka decodes header strings leniently (new String(bytes, UTF_8)): bad bytes become U+FFFD
+        client_id = bytes(frame[pos : pos + length]).decode("utf-8", "replace")
         pos += length
     if flexible:
         count, pos = read_uvarint(frame, pos)

@@ -25,6 +25,8 @@ from kio.schema.index import api_key_map, schema_name_map
 from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 
+from . import guard
+
 _ZERO_TD = datetime.timedelta(0)
 _ERROR_CODES = {int(c.value): c for c in ErrorCode}
 
@@ -83,12 +85,19 @@ def writer(cls: type):
 
 
 def decode(cls: type, body: bytes | memoryview, offset: int = 0) -> Any:
-    """Decode one request entity; raises kio's ``SerialError`` family on bad bytes.
+    """Decode one request entity, after :func:`guard.check` walked it.
+
+    kio's reader trusts array counts (it reserves memory for them up front)
+    and refuses unknown tagged fields, so the body is checked first and, if
+    need be, rewritten (see ``guard.py``). Raises :class:`guard.MalformedRequest`
+    (a ``FrameError``) for a body kio must not see, and kio's ``SerialError``
+    family for what kio itself refuses.
 
     Bytes left after the entity are ignored, as Kafka's broker ignores them:
     librdkafka (2.x) sends a Metadata v9+ "all topics" request with a 4-byte
     placeholder where a 1-byte null array belongs, i.e. 3 extra bytes.
     """
+    body, offset = guard.check(cls, body, offset)
     entity, _size = reader(cls)(body, offset)
     return entity
 

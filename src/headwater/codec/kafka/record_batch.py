@@ -44,9 +44,11 @@ Header keys are kept as the raw bytes on the wire (Kafka does not validate
 their UTF-8); the builder accepts ``str`` keys and encodes them as UTF-8.
 
 Errors: :class:`CorruptRecord` (2) for a batch shorter than its header or its
-buffer, magic other than 2, a CRC mismatch or a section that does not
-decompress; :class:`InvalidRecord` (87) for bad varints, lengths or counts
-inside the records; :class:`UnsupportedCompressionType` (76).
+buffer, a magic outside 0..2, a CRC mismatch or a section that does not
+decompress; :class:`InvalidRecord` (87) for magic 0 or 1 (legacy message sets,
+refused from Produce v3+), a batch running past a Produce ``records`` field
+(:func:`split_batches`), bad varints, lengths or counts inside the records;
+:class:`UnsupportedCompressionType` (76).
 """
 
 from __future__ import annotations
@@ -63,6 +65,8 @@ HEADER_SIZE = 61
 LOG_OVERHEAD = 12
 """baseOffset + batchLength: the bytes before the part batchLength counts."""
 MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
+MIN_LEGACY_BATCH_LENGTH = 14
+"""Kafka's ``LegacyRecord.RECORD_OVERHEAD_V0``: below it a batchLength is corrupt whatever the magic."""
 MAGIC = 2
 MAGIC_OFFSET = 16
 CRC_OFFSET = 17
@@ -89,6 +93,7 @@ INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
+_I8 = struct.Struct(">b")
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
@@ -459,7 +464,12 @@ class RecordBatchView:
     then a memoryview of exactly ``12 + batchLength`` bytes (a longer buffer is
     cut; see :func:`split_batches` for several batches). Nothing is copied.
 
-    Raises :class:`CorruptRecord` (2).
+    Raises :class:`CorruptRecord` (2) for a short buffer, a ``batchLength``
+    below 14 or past the buffer, a magic outside 0..2, or a magic 2 batch
+    with ``batchLength`` below 49; :class:`InvalidRecord` (87) for magic 0
+    or 1 (a legacy message set: Kafka's ``ProduceRequest.validateRecords``
+    refuses it from Produce v3+ with INVALID_RECORD; only magic < 0 or > 2
+    is a ``CorruptRecordException`` in ``ByteBufferLogInputStream``).
     """
 
     __slots__ = ("buffer",)
@@ -468,26 +478,38 @@ class RecordBatchView:
         mv = memoryview(data)
         if mv.format != "B" or mv.ndim != 1:
             mv = mv.cast("B")
-        if len(mv) < HEADER_SIZE:
+        if len(mv) < MAGIC_OFFSET + 1:
             raise CorruptRecord(
                 f"record batch needs {HEADER_SIZE} header bytes, got {len(mv)}", offset=len(mv)
             )
         (batch_length,) = _I32.unpack_from(mv, 8)
-        if batch_length < MIN_BATCH_LENGTH:
+        if batch_length < MIN_LEGACY_BATCH_LENGTH:
             raise CorruptRecord(
-                f"batchLength {batch_length} is below the minimum {MIN_BATCH_LENGTH}",
+                f"batchLength {batch_length} is below the minimum {MIN_LEGACY_BATCH_LENGTH}",
                 offset=8,
                 field="batchLength",
             )
+        magic = _I8.unpack_from(mv, MAGIC_OFFSET)[0]
+        if not 0 <= magic <= MAGIC:
+            raise CorruptRecord(f"invalid magic {magic}", offset=MAGIC_OFFSET, field="magic")
         if LOG_OVERHEAD + batch_length > len(mv):
             raise CorruptRecord(
                 f"batchLength {batch_length} runs past the {len(mv)} bytes given",
                 offset=8,
                 field="batchLength",
             )
-        magic = mv[MAGIC_OFFSET]
         if magic != MAGIC:
-            raise CorruptRecord(f"magic {magic} is not 2", offset=MAGIC_OFFSET, field="magic")
+            raise InvalidRecord(
+                f"magic {magic}: only record batches with magic 2 are accepted",
+                offset=MAGIC_OFFSET,
+                field="magic",
+            )
+        if batch_length < MIN_BATCH_LENGTH:
+            raise CorruptRecord(
+                f"batchLength {batch_length} is below the minimum {MIN_BATCH_LENGTH}",
+                offset=8,
+                field="batchLength",
+            )
         self.buffer = mv[: LOG_OVERHEAD + batch_length]
 
     # header fields -------------------------------------------------------
@@ -636,14 +658,18 @@ def split_batches(
 ) -> list[memoryview]:
     """Cut a concatenation of record batches (a Produce or Fetch ``records`` field) into batches.
 
-    Uses only the 12-byte ``[baseOffset int64][batchLength int32]`` prefix of
-    each; magic and CRC are checked later by :class:`RecordBatchView`. With
-    ``allow_partial`` a truncated last batch (as a Fetch response may end
-    with) is dropped; otherwise it raises. Note that Kafka accepts exactly one
-    batch per partition in Produce v3+; enforcing that is the caller's job.
+    Cuts as Kafka's ``ByteBufferLogInputStream`` does, from the 12-byte
+    ``[baseOffset int64][batchLength int32]`` prefix and the magic byte of
+    each; CRC and the v2 header are checked later by :class:`RecordBatchView`.
+    With ``allow_partial`` a truncated last batch (as a Fetch response may
+    end with) is dropped; otherwise it raises. Note that Kafka accepts exactly
+    one batch per partition in Produce v3+; enforcing that is the caller's job.
 
-    Raises :class:`CorruptRecord` (2) for a batchLength below 49 or a
-    truncated batch.
+    Raises :class:`CorruptRecord` (2) for a batchLength below 14 (the
+    smallest legacy message) or a magic outside 0..2; :class:`InvalidRecord`
+    (87) for a batch (or its 12-byte prefix) running past the data: Kafka's
+    reader yields no batch there, and Produce answers INVALID_RECORD ("must
+    have at least one record batch per partition").
     """
     mv = memoryview(data)
     if mv.format != "B" or mv.ndim != 1:
@@ -654,19 +680,27 @@ def split_batches(
         if pos + LOG_OVERHEAD > end:
             if allow_partial:
                 break
-            raise CorruptRecord("truncated record batch prefix", offset=pos, field="batchLength")
+            raise InvalidRecord(
+                f"{end - pos} bytes left, not a record batch", offset=pos, field="batchLength"
+            )
         _, batch_length = _LENGTH.unpack_from(mv, pos)
-        if batch_length < MIN_BATCH_LENGTH:
+        if batch_length < MIN_LEGACY_BATCH_LENGTH:
             raise CorruptRecord(
-                f"batchLength {batch_length} is below the minimum {MIN_BATCH_LENGTH}",
+                f"batchLength {batch_length} is below the minimum {MIN_LEGACY_BATCH_LENGTH}",
                 offset=pos + 8,
                 field="batchLength",
             )
+        if pos + MAGIC_OFFSET < end:
+            magic = _I8.unpack_from(mv, pos + MAGIC_OFFSET)[0]
+            if not 0 <= magic <= MAGIC:
+                raise CorruptRecord(
+                    f"invalid magic {magic}", offset=pos + MAGIC_OFFSET, field="magic"
+                )
         stop = pos + LOG_OVERHEAD + batch_length
         if stop > end:
             if allow_partial:
                 break
-            raise CorruptRecord(
+            raise InvalidRecord(
                 f"record batch of {stop - pos} bytes runs past the {end - pos} left",
                 offset=pos + 8,
                 field="batchLength",

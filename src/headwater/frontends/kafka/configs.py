@@ -8,7 +8,8 @@
                                                                              (on create without segment.bytes
                                                                              the segments shrink to fit)
     segment.bytes       segment_size                      yes        no      1 MiB..1 GiB, 512-byte multiple
-    max.message.bytes   topic setting "max_batch_bytes"   yes        yes     largest accepted batch (1048588)
+    max.message.bytes   topic setting "max_batch_bytes"   yes        yes     largest accepted batch (1048588);
+                                                                             0..2**31-1 (a Kafka INT)
     cleanup.policy      -                                 "delete"   no      compaction is not implemented
     compression.type    -                                 read-only          "producer" (stored uncompressed)
     message.timestamp.type  -                             read-only          "CreateTime"
@@ -28,6 +29,7 @@ from ...core.broker import Broker
 from ...core.catalog import Topic
 
 DEFAULT_MAX_MESSAGE_BYTES = 1048588
+INT32_MAX = 2**31 - 1
 MAX_BATCH_SETTING = "max_batch_bytes"
 
 READ_ONLY = {
@@ -75,17 +77,25 @@ def _int(name: str, value: str | None) -> int:
         raise ConfigError(f"{name}: {value!r} is not an integer") from None
 
 
+def _long(name: str, value: str | None) -> int:
+    """A Kafka LONG config value (ConfigError outside int64, as Kafka's parser)."""
+    n = _int(name, value)
+    if not -(2**63) <= n < 2**63:
+        raise ConfigError(f"{name}: {value!r} is not a long")
+    return n
+
+
 def _translate(name: str, value: str | None, partitions: int) -> tuple[str, Any]:
     """(iggy option key or setting, value) for one Kafka config; ConfigError if refused."""
     if value is None:
         raise ConfigError(f"{name}: a value is required")
     if name == "retention.ms":
-        ms = _int(name, value)
+        ms = _long(name, value)
         if ms < -1:
             raise ConfigError(f"{name}: {ms} is below -1")
         return topt.MESSAGE_EXPIRY, "unlimited" if ms == -1 else max(ms, 1) * 1000
     if name == "retention.bytes":
-        b = _int(name, value)
+        b = _long(name, value)
         if b < -1:
             raise ConfigError(f"{name}: {b} is below -1")
         return topt.MAX_TOPIC_SIZE, "unlimited" if b == -1 else max(b, 1) * max(partitions, 1)
@@ -95,6 +105,8 @@ def _translate(name: str, value: str | None, partitions: int) -> tuple[str, Any]
         b = _int(name, value)
         if b < 0:
             raise ConfigError(f"{name}: {b} is negative")
+        if b > INT32_MAX:
+            raise ConfigError(f"{name}: {value!r} is not an int")  # a Kafka INT config
         return MAX_BATCH_SETTING, b
     if name in READ_ONLY:
         if value != READ_ONLY[name]:

@@ -56,6 +56,12 @@ INVALID_RECORD = 87
 PRODUCER_FENCED = 90
 UNKNOWN_TOPIC_ID = 100
 
+
+class CloseConnection(Exception):
+    """Raised by a handler: close this connection and send nothing (e.g. a failed acks=0
+    Produce, as Kafka's ``KafkaApis.handleProduceRequest`` does); logged at info, no traceback."""
+
+
 ERROR_CODES: dict[type[e.BrokerError], int] = {
     e.BrokerError: UNKNOWN_SERVER_ERROR,
     e.InvalidArgument: INVALID_REQUEST,

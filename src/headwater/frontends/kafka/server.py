@@ -10,15 +10,17 @@ versions except ApiVersions) and body. A handler returning None sends
 nothing (Produce acks=0).
 
 A handler that parks (JoinGroup, SyncGroup waiting for the rest of the
-group) asks ``ctx.peer_gone()``: the connection then reads the next
-request's 4-byte size ahead, so that a peer closing the connection ends the
-parked request at once (nothing is sent; see ``groups.py``). A request that
-arrives early is held and handled after the parked one, in order.
+group; a Fetch long poll) asks ``ctx.peer_gone()``: the connection then
+reads the next request's 4-byte size ahead, so that a peer closing the
+connection ends the parked request at once (nothing is sent; see
+``groups.py``, ``handlers/fetch.py``). A request that arrives early is held
+and handled after the parked one, in order.
 
 What closes the connection (and only it): a size below 8 or above the cap,
 an API key or version that is not registered (except ApiVersions, answered
 in v0 with UNSUPPORTED_VERSION and its own range, as Kafka does), a header
-or body that does not decode, or a handler failing unexpectedly.
+or body that does not decode, a handler raising ``errors.CloseConnection``
+(a failed acks=0 Produce), or a handler failing unexpectedly.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from ..listener import Connection
 from . import handlers  # noqa: F401  (registers every API)
 from ...codec.kafka import messages
 from ...codec.kafka.framing import SIZE, FrameError, decode_request_header, peek_header, response_prefix
+from .errors import CloseConnection
 from .groups import KafkaGroups
 from .names import Names
 from .registry import APIS, ApiKey, Context
@@ -157,6 +160,8 @@ class KafkaFrontend:
             result = api.handler(ctx, request)
             if inspect.isawaitable(result):
                 result = await result
+        except CloseConnection as e:
+            raise Close(str(e)) from e
         except Exception as e:
             log.exception("handler failed", extra={"kv": {"api_key": api_key, "version": version}})
             raise Close(f"handler failed: {e!r}") from e

@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from headwater.codec.kafka.compression import (
+    MAX_PIECES,
     XERIAL_BLOCK_SIZE,
     XERIAL_MAGIC,
     CompressionType,
@@ -178,3 +179,87 @@ def test_any_buffer_type(codec, wrap):
     data = b"buffer types " * 100
     packed = compress(codec, wrap(data))
     assert decompress(codec, wrap(packed)) == data
+
+
+# --------------------------------------------------------------------------- bombs and bounded work
+
+
+def _bomb(codec: int, mebibytes: int) -> bytes:
+    """``mebibytes`` MiB of zeros as concatenated streams of 1 MiB each (tens of bytes each
+    for zstd, ~4 KiB for lz4, ~1 KiB for gzip)."""
+    if codec == CompressionType.GZIP:
+        return gzip.compress(b"\x00" * (1 << 20)) * mebibytes
+    if codec == CompressionType.SNAPPY:
+        block = cramjam.snappy.compress_raw(b"\x00" * (1 << 20))
+        return XERIAL_MAGIC + struct.pack(">ii", 1, 1) + (struct.pack(">i", len(block)) + bytes(block)) * mebibytes
+    one = compress(codec, b"\x00" * (1 << 20))
+    return one * mebibytes
+
+
+@pytest.mark.parametrize("codec", COMPRESSED)
+def test_a_bomb_stops_at_the_cap_with_bounded_memory(codec):
+    import tracemalloc
+
+    cap = 4 << 20
+    bomb = _bomb(codec, 2000)  # 2000 MiB claimed
+    tracemalloc.start()
+    try:
+        with pytest.raises(MessageTooLarge):
+            decompress(codec, bomb, max_bytes=cap)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < cap + (3 << 20), f"peak {peak} bytes for a {cap}-byte cap"
+
+
+@pytest.mark.parametrize("codec", COMPRESSED)
+def test_the_default_cap_is_64_mib(codec):
+    bomb = _bomb(codec, 65)
+    with pytest.raises(MessageTooLarge):
+        decompress(codec, bomb)
+    assert len(decompress(codec, _bomb(codec, 2))) == 2 << 20
+
+
+def test_a_single_zstd_frame_without_content_size_stops_at_the_cap():
+    import zstandard
+
+    packed = zstandard.ZstdCompressor(write_content_size=False).compress(b"\x00" * (64 << 20))
+    with pytest.raises(MessageTooLarge):
+        decompress(CompressionType.ZSTD, packed, max_bytes=1 << 20)
+    assert len(decompress(CompressionType.ZSTD, packed)) == 64 << 20
+
+
+@pytest.mark.parametrize("codec", [CompressionType.LZ4, CompressionType.ZSTD])
+def test_concatenated_frames_are_read_in_turn(codec):
+    parts = [b"first " * 1000, b"", b"second " * 3, bytes(range(256)) * 50]
+    assert decompress(codec, b"".join(compress(codec, p) for p in parts)) == b"".join(parts)
+
+
+@pytest.mark.parametrize("codec", [CompressionType.LZ4, CompressionType.ZSTD, CompressionType.GZIP])
+def test_an_empty_stream_is_corrupt(codec):
+    with pytest.raises(CorruptRecord):
+        decompress(codec, b"")
+
+
+def _pieces(codec: int, n: int) -> bytes:
+    """``n`` gzip members, xerial blocks, lz4 or zstd frames of b"x" each."""
+    if codec == CompressionType.GZIP:
+        return gzip.compress(b"x") * n
+    if codec == CompressionType.SNAPPY:
+        block = bytes(cramjam.snappy.compress_raw(b"x"))
+        return XERIAL_MAGIC + struct.pack(">ii", 1, 1) + (struct.pack(">i", len(block)) + block) * n
+    return compress(codec, b"x") * n
+
+
+@pytest.mark.parametrize("codec", COMPRESSED)
+def test_more_members_or_frames_than_the_limit_are_corrupt(codec):
+    # e.g. 1 MB of concatenated empty gzip members: bounded work, then refused
+    assert decompress(codec, _pieces(codec, MAX_PIECES)) == b"x" * MAX_PIECES
+    with pytest.raises(CorruptRecord, match="more than"):
+        decompress(codec, _pieces(codec, MAX_PIECES + 1))
+
+
+def test_a_zstd_frame_declaring_a_huge_window_is_corrupt():
+    frame = struct.pack("<I", 0xFD2FB528) + b"\xe0" + struct.pack("<Q", 1 << 40) + b"\x11\x00\x00hi"
+    with pytest.raises(CorruptRecord):
+        decompress(CompressionType.ZSTD, frame)

@@ -330,11 +330,29 @@ def test_mutated_records_with_a_valid_crc_raise_only_our_errors(records, data):
 
 def test_bad_magic_is_corrupt():
     batch = bytearray(build_record_batch([Record(0, 0, None, b"x")], base_timestamp=0))
-    for magic in (0, 1, 3):
+    for magic in (3, 0x7F, 0x80, 0xFF):  # int8: 0x80.. are negative
         batch[16] = magic
         with pytest.raises(CorruptRecord) as info:
             RecordBatchView(batch)
         assert info.value.field == "magic"
+        with pytest.raises(CorruptRecord):
+            split_batches(batch)
+
+
+def test_legacy_magic_is_invalid_record():
+    # ProduceRequest.validateRecords: "Produce requests with version N are only allowed to
+    # contain record batches with magic version 2" (InvalidRecordException, 87)
+    batch = bytearray(build_record_batch([Record(0, 0, None, b"x")], base_timestamp=0))
+    for magic in (0, 1):
+        batch[16] = magic
+        assert [bytes(b) for b in split_batches(batch)] == [bytes(batch)]
+        with pytest.raises(InvalidRecord) as info:
+            RecordBatchView(batch)
+        assert info.value.field == "magic" and info.value.error_code == 87
+        short = bytearray(batch)
+        struct.pack_into(">i", short, 8, 20)  # a legacy message may be shorter than a v2 header
+        with pytest.raises(InvalidRecord):
+            RecordBatchView(short)
 
 
 def test_batch_length_below_minimum():
@@ -416,13 +434,25 @@ def test_split_concatenation(batches):
 
 
 def test_split_partial_tail():
+    # Kafka's ByteBufferLogInputStream yields no batch for a truncated one, and Produce answers
+    # INVALID_RECORD when that leaves none ("must have at least one record batch")
     one = build_record_batch([Record(0, 0, b"k", b"v")], base_timestamp=0)
     two = build_record_batch([Record(0, 0, b"k", b"w")], base_timestamp=0)
     for cut in (1, 5, 12, len(two) - 1):
         data = one + two[:cut]
         assert [bytes(p) for p in split_batches(data, allow_partial=True)] == [one]
-        with pytest.raises(CorruptRecord):
+        with pytest.raises(InvalidRecord):
             split_batches(data)
+        with pytest.raises(InvalidRecord):
+            split_batches(two[:cut])
+
+
+@pytest.mark.parametrize("length", [-1, 0, 13])
+def test_split_batch_length_below_the_legacy_minimum_is_corrupt(length):
+    batch = bytearray(build_record_batch([Record(0, 0, b"k", b"v")], base_timestamp=0))
+    struct.pack_into(">i", batch, 8, length)
+    with pytest.raises(CorruptRecord):
+        split_batches(batch)
 
 
 def test_view_cuts_a_longer_buffer():

@@ -3,10 +3,14 @@
 v1 adds nothing on the wire; v2 is flexible; v3 nothing we use. ``count``
 is the new total: not above the current count gets INVALID_PARTITIONS;
 manual assignments must name only this broker (INVALID_REPLICA_ASSIGNMENT).
-validate_only checks without creating.
+validate_only checks without creating. A topic named more than once gets one
+result, INVALID_REQUEST "Duplicate topic name.", and is left unchanged; as
+in Kafka's ``ControllerApis.createPartitions`` those results come first.
 """
 
 from __future__ import annotations
+
+from collections import Counter
 
 from ....core import errors as core_errors
 from ....core.broker import MAX_PARTITIONS
@@ -38,8 +42,15 @@ def _one(ctx: Context, t, validate_only: bool) -> tuple[int, str | None]:
 
 @kafka_api(ApiKey.CREATE_PARTITIONS, versions=(0, 3))
 def create_partitions(ctx: Context, request):
-    results = []
+    counts = Counter(t.name for t in request.topics)
+    results = [
+        ctx.build("CreatePartitionsTopicResult", name=name, error_code=errors.INVALID_REQUEST,
+                  error_message="Duplicate topic name.")
+        for name, n in counts.items() if n > 1
+    ]
     for t in request.topics:
+        if counts[t.name] > 1:
+            continue
         code, message = _one(ctx, t, request.validate_only)
         results.append(ctx.build("CreatePartitionsTopicResult", name=t.name, error_code=code, error_message=message))
     return ctx.response(throttle_time=0, results=tuple(results))

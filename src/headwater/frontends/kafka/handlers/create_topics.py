@@ -8,12 +8,16 @@ are accepted only when every replica list is this broker
 (INVALID_REPLICA_ASSIGNMENT otherwise). Configs map to Iggy topic options
 (``configs.py``; INVALID_CONFIG). Names must be valid Kafka names
 (INVALID_TOPIC_EXCEPTION) and must not exist or shadow an Iggy ``S.T``
-(TOPIC_ALREADY_EXISTS). validate_only checks without creating.
+(TOPIC_ALREADY_EXISTS). validate_only checks without creating. A name given
+more than once gets one result, INVALID_REQUEST "Duplicate topic name.",
+after the others (as Kafka's ``ControllerApis.createTopics``), and nothing
+is created for it.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections import Counter
 
 from ....core import errors as core_errors
 from .. import configs, errors
@@ -89,13 +93,9 @@ def _create_one(ctx: Context, t, validate_only: bool):
 
 @kafka_api(ApiKey.CREATE_TOPICS, versions=(2, 7))
 def create_topics(ctx: Context, request):
-    seen: dict[str, int] = {}
-    for t in request.topics:
-        seen[t.name] = seen.get(t.name, 0) + 1
-    results = []
-    for t in request.topics:
-        if seen[t.name] > 1:
-            results.append(_result(ctx, t.name, errors.INVALID_REQUEST, "topic named more than once"))
-        else:
-            results.append(_create_one(ctx, t, request.validate_only))
+    counts = Counter(t.name for t in request.topics)
+    results = [_create_one(ctx, t, request.validate_only) for t in request.topics if counts[t.name] == 1]
+    results += [
+        _result(ctx, name, errors.INVALID_REQUEST, "Duplicate topic name.") for name, n in counts.items() if n > 1
+    ]
     return ctx.response(throttle_time=0, topics=tuple(results))

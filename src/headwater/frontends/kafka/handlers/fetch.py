@@ -12,11 +12,25 @@ leader is the broker in Metadata); v17 replica_directory_id (followers only).
 Each stored Iggy batch overlapping the fetch becomes one RecordBatch v2
 (``codec.kafka.convert.iggy_to_kafka``), uncompressed, partitionLeaderEpoch
 0. The first batch starts at the fetch offset (stored batches are sliced
-there). At least one batch is returned when there is data, even over
-max_bytes. A fetch offset outside [log start, high watermark] gets
-OFFSET_OUT_OF_RANGE. Long polling: with less than min_bytes available the
-request waits up to max_wait_ms, woken by an append to any of its partitions
-(``Partition.add_listener``) or by shutdown.
+there). A fetch offset outside [log start, high watermark] gets
+OFFSET_OUT_OF_RANGE.
+
+Partitions are keyed by (topic, partition) as Kafka's ``FetchRequest.fetchData``
+(a LinkedHashMap) does: a partition named twice is read once, in the place of
+its first mention, with the fetch position of its last. Sizes as in Kafka's
+``ReplicaManager.readFromLog``: the response holds at most ``max_bytes``
+(itself capped at ``FETCH_MAX_BYTES``, Kafka's broker ``fetch.max.bytes``
+default) and each partition at most ``partition_max_bytes``, in whole
+batches, except that the first batch found is returned even when it is
+larger (so a consumer never stalls on a big batch).
+
+Long polling: with less than min_bytes available the request waits up to
+max_wait_ms, woken by an append to one of its partitions, or their deletion
+(``Partition.add_listener``), or by shutdown; topics and partitions are
+looked up again after every wait, so one deleted (or deleted and created
+again) meanwhile is answered UNKNOWN_TOPIC_OR_PARTITION (UNKNOWN_TOPIC_ID by
+id). While it waits the request watches its connection (``ctx.peer_gone``):
+a client that closes it ends the request at once, and nothing is sent.
 """
 
 from __future__ import annotations
@@ -31,70 +45,109 @@ from ..names import topic_id
 from ..registry import ApiKey, Context, kafka_api
 
 NO_RECORDS = b""
+FETCH_MAX_BYTES = 55 * 1024 * 1024  # Kafka's broker fetch.max.bytes default (57671680)
 
 
-def _read(ctx: Context, p, offset: int, limit: int) -> tuple[int, int, int, list[bytes]]:
-    """(error, high_watermark, log_start, record batches) for one partition."""
+def _read(ctx: Context, p, offset: int, limit: int, min_one: bool) -> tuple[int, int, int, list[bytes]]:
+    """(error, high_watermark, log_start, record batches) for one partition.
+
+    Whole batches within ``limit`` bytes; with ``min_one`` the first batch
+    even when it alone is larger.
+    """
     broker = ctx.broker
     hw = p.high_watermark
     start = broker.log_start(p)
     if offset < start or offset > hw:
         return errors.OFFSET_OUT_OF_RANGE, hw, start, []
-    if offset == hw:
+    if offset == hw or (limit <= 0 and not min_one):
         return 0, hw, start, []
     try:
         stored, _ = p.read(offset, hw - offset, max(limit, 1))
     except core_errors.BrokerError as e:
         return errors.code_for(e), hw, start, []
-    return 0, hw, start, [iggy_to_kafka(b, partition_leader_epoch=0) for b in stored]
+    out: list[bytes] = []
+    size = 0
+    for b in stored:
+        kafka_batch = iggy_to_kafka(b, partition_leader_epoch=0)
+        if size + len(kafka_batch) > limit and (out or not min_one):
+            break
+        out.append(kafka_batch)
+        size += len(kafka_batch)
+    return 0, hw, start, out
 
 
-def _targets(ctx: Context, request):
-    """[(kafka name, topic id, topic or None, error, [fetch partitions])] in request order."""
-    names = ctx.frontend.names
-    out = []
+def _plan(ctx: Context, request) -> dict:
+    """{(topic key, partition): FetchPartition}: first mention's place, last mention's values.
+
+    The topic key is the name, or from v13 the topic id.
+    """
+    by_id = ctx.version >= 13
+    plan: dict = {}
     for ft in request.topics:
-        if ctx.version >= 13:
-            found = names.by_id(ft.topic_id)
-            if found is None:
-                out.append((None, ft.topic_id, None, errors.UNKNOWN_TOPIC_ID, ft.partitions))
-            else:
-                out.append((found[0], ft.topic_id, found[1], 0, ft.partitions))
-        else:
-            topic = names.resolve(ft.topic)
-            err = 0 if topic is not None else errors.UNKNOWN_TOPIC_OR_PARTITION
-            out.append((ft.topic, topic_id(topic) if topic else None, topic, err, ft.partitions))
-    return out
+        key = ft.topic_id if by_id else ft.topic
+        for fp in ft.partitions:
+            plan[(key, fp.partition)] = fp
+    return plan
 
 
-def _collect(ctx: Context, targets, max_bytes: int, read: bool):
-    """One pass over the partitions: (topic responses, bytes gathered, any error, partitions)."""
+def _resolve(ctx: Context, key) -> tuple:
+    """(kafka name, topic id, topic or None, error) for a topic key."""
+    names = ctx.frontend.names
+    if ctx.version >= 13:
+        found = names.by_id(key)
+        if found is None:
+            return None, key, None, errors.UNKNOWN_TOPIC_ID
+        return found[0], key, found[1], 0
+    topic = names.resolve(key)
+    if topic is None:
+        return key, None, None, errors.UNKNOWN_TOPIC_OR_PARTITION
+    return key, topic_id(topic), topic, 0
+
+
+def _recheck(ctx: Context, key, first: tuple) -> tuple:
+    """``first`` (the resolution before waiting) if the key still names that same topic, else gone."""
+    now = _resolve(ctx, key)
+    if now[2] is not None and now[2] is first[2]:
+        return now
+    gone = errors.UNKNOWN_TOPIC_ID if ctx.version >= 13 else errors.UNKNOWN_TOPIC_OR_PARTITION
+    return first[0], first[1], None, gone
+
+
+def _collect(ctx: Context, plan: dict, resolved: dict, seen: dict, max_bytes: int):
+    """One pass over the partitions: (topic responses, bytes gathered, any error, partitions).
+
+    Consecutive partitions of one topic share a topic response (as Kafka's
+    ``FetchResponse.of``). ``seen`` keeps each partition object of the first
+    pass: a partition replaced since (deleted and created again) counts as gone.
+    """
     remaining = max_bytes
     total = 0
     failed = False
     partitions = []
-    topics = []
-    for name, tid, topic, terr, fparts in targets:
-        parts = []
-        for fp in fparts:
-            p = None if topic is None else topic.partitions.get(fp.partition)
-            if p is None:
-                code = terr or errors.UNKNOWN_TOPIC_OR_PARTITION
-                parts.append(_partition(ctx, fp.partition, code, -1, -1, None))
-                failed = True
-                continue
-            partitions.append(p)
-            if read and (remaining > 0 or total == 0):
-                limit = min(fp.partition_max_bytes, remaining) if total else fp.partition_max_bytes
-                code, hw, start, batches = _read(ctx, p, fp.fetch_offset, limit)
-            else:
-                code, hw, start, batches = 0, p.high_watermark, ctx.broker.log_start(p), []
-            size = sum(len(b) for b in batches)
-            total += size
-            remaining -= size
-            failed = failed or code != 0
-            parts.append(_partition(ctx, fp.partition, code, hw, start, b"".join(batches) if batches else NO_RECORDS))
-        topics.append(ctx.build("FetchableTopicResponse", topic=name, topic_id=tid, partitions=tuple(parts)))
+    groups: list[tuple[object, str | None, object, list]] = []  # (key, name, topic id, partition responses)
+    for (key, index), fp in plan.items():
+        name, tid, topic, terr = resolved[key]
+        if not groups or groups[-1][0] != key:
+            groups.append((key, name, tid, []))
+        parts = groups[-1][3]
+        p = None if topic is None else topic.partitions.get(index)
+        if p is not None and seen.setdefault((key, index), p) is not p:
+            p = None
+        if p is None:
+            parts.append(_partition(ctx, index, terr or errors.UNKNOWN_TOPIC_OR_PARTITION, -1, -1, None))
+            failed = True
+            continue
+        partitions.append(p)
+        code, hw, start, batches = _read(ctx, p, fp.fetch_offset, min(fp.partition_max_bytes, remaining), total == 0)
+        size = sum(len(b) for b in batches)
+        total += size
+        remaining -= size
+        failed = failed or code != 0
+        parts.append(_partition(ctx, index, code, hw, start, b"".join(batches) if batches else NO_RECORDS))
+    topics = [
+        ctx.build("FetchableTopicResponse", topic=name, topic_id=tid, partitions=tuple(parts))
+        for _, name, tid, parts in groups
+    ]
     return topics, total, failed, partitions
 
 
@@ -106,13 +159,19 @@ def _partition(ctx: Context, index: int, code: int, hw: int, start: int, records
         high_watermark=hw,
         last_stable_offset=hw,
         log_start_offset=start,
-        aborted_transactions=None if code == 0 else None,
+        aborted_transactions=None,
         preferred_read_replica=-1,
         records=records,
     )
 
 
-async def _wait(partitions, closing, timeout_s: float) -> None:
+async def _wait(partitions, ctx: Context, timeout_s: float) -> bool:
+    """Wait for an append to (or the deletion of) one of ``partitions``, shutdown or the timeout.
+
+    Returns True when the peer closed the connection meanwhile (nobody to answer).
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
     woken = asyncio.Event()
 
     def wake(_p) -> None:
@@ -120,13 +179,29 @@ async def _wait(partitions, closing, timeout_s: float) -> None:
 
     for p in partitions:
         p.add_listener(wake)
-    waiters = [asyncio.ensure_future(woken.wait())]
-    if closing is not None:
-        waiters.append(asyncio.ensure_future(closing.wait()))
+    own = [asyncio.ensure_future(woken.wait())]
+    if ctx.closing is not None:
+        own.append(asyncio.ensure_future(ctx.closing.wait()))
+    waiters = set(own)
+    # the server's read-ahead of the next request: it fails once the peer closes (not ours to cancel)
+    gone = ctx.peer_gone() if ctx.peer_gone is not None else None
+    if gone is not None:
+        waiters.add(gone)
     try:
-        await asyncio.wait(waiters, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
+        while True:
+            if gone is not None and gone.done():
+                if gone.cancelled() or gone.exception() is not None:
+                    return True
+                waiters.discard(gone)  # the next request arrived early; it waits its turn
+                gone = None
+            left = deadline - loop.time()
+            if left <= 0:
+                return False
+            done, _ = await asyncio.wait(waiters, timeout=left, return_when=asyncio.FIRST_COMPLETED)
+            if not done or any(w in done for w in own):
+                return False
     finally:
-        for w in waiters:
+        for w in own:
             w.cancel()
         for p in partitions:
             p.remove_listener(wake)
@@ -136,16 +211,21 @@ async def _wait(partitions, closing, timeout_s: float) -> None:
 async def fetch(ctx: Context, request):
     max_wait_s = max(ms(request.max_wait), 0) / 1000
     min_bytes = max(request.min_bytes, 1)
-    max_bytes = request.max_bytes if request.max_bytes > 0 else 1
-    targets = _targets(ctx, request)
+    max_bytes = min(request.max_bytes, FETCH_MAX_BYTES)
+    plan = _plan(ctx, request)
+    first = {key: _resolve(ctx, key) for key, _ in plan}
+    resolved = first
+    seen: dict = {}
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max_wait_s
     while True:
-        topics, total, failed, partitions = _collect(ctx, targets, max_bytes, True)
+        topics, total, failed, partitions = _collect(ctx, plan, resolved, seen, max_bytes)
         now = loop.time()
         if total >= min_bytes or failed or now >= deadline or not partitions:
             break
         if ctx.closing is not None and ctx.closing.is_set():
             break
-        await _wait(partitions, ctx.closing, deadline - now)
+        if await _wait(partitions, ctx, deadline - now):
+            return None  # the client went away: nothing to send
+        resolved = {key: _recheck(ctx, key, r) for key, r in first.items()}
     return ctx.response(throttle_time=0, error_code=0, session_id=0, responses=tuple(topics), node_endpoints=())

@@ -3,18 +3,31 @@
 v1 returns one (timestamp, offset) per partition; v2 adds isolation_level
 (LSO = high watermark: no transactions); v4 current_leader_epoch and
 leader_epoch (0); v6 flexible; v7 max timestamp (-3); v8 earliest local
-(-4, the log start here); v9 earliest pending upload (-5: no tiered storage,
-offset -1); v10 timeout_ms.
+(-4, the log start here); v9 latest tiered (-5: no tiered storage, offset
+-1); v10 timeout_ms.
+
+Per partition, in Kafka's order (``ReplicaManager.fetchOffset``): a
+partition named more than once in the request gets INVALID_REQUEST at every
+mention (``ListOffsetsRequest.duplicatePartitions``); a negative timestamp
+that is not one of the above, or older than the version that introduced it,
+gets UNSUPPORTED_VERSION; then unknown topics and partitions
+UNKNOWN_TOPIC_OR_PARTITION.
 
 Timestamps are Kafka record timestamps (CreateTime ms, as Fetch shows them).
 ``timestamp >= 0`` finds the first record whose timestamp is at least the
 target, in log order (the first batch whose largest timestamp reaches it,
 as Kafka's time index does); none: offset -1, timestamp -1. Stored batches
 are indexed by server append time, not producer time, so this scans the
-partition from its log start (see docs/gaps.md).
+partition from its log start (see docs/gaps.md). The scan gives the event
+loop back after every read and every ``_PAUSE_EVERY`` records, so other
+clients are served meanwhile; after each pause the partition is looked up
+again (deleted meanwhile: UNKNOWN_TOPIC_OR_PARTITION).
 """
 
 from __future__ import annotations
+
+import asyncio
+from contextlib import aclosing
 
 from ....codec.batch import iter_frames, read_header
 from ....codec.kafka.convert import kafka_fields_of
@@ -26,35 +39,68 @@ LATEST = -1
 EARLIEST = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL = -4
-EARLIEST_PENDING_UPLOAD = -5
-_CHUNK = 1 << 20
+LATEST_TIERED = -5
+# special timestamp -> first version that has it (Kafka's ReplicaManager.timestampMinSupportedVersion)
+SPECIAL_SINCE = {LATEST: 1, EARLIEST: 1, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9}
+_CHUNK = 256 * 1024  # stored bytes read at a time
+_PAUSE_EVERY = 2048  # records scanned between two pauses at most (about 10 ms)
 
 
-def record_timestamps(p, start: int, end: int):
-    """(offset, Kafka timestamp ms) of every record in [start, end), in log order."""
+class _Gone(Exception):
+    """The partition was deleted (or replaced) while a scan paused."""
+
+
+def batch_timestamps(stored, offset: int, end: int):
+    """(offset, Kafka timestamp ms) of the records in ``stored`` batches within [offset, end)."""
+    for b in stored:
+        h = read_header(b)
+        origin = h.origin_timestamp
+        base = h.base_offset
+        for frame in iter_frames(b):
+            o = base + frame.offset_delta
+            if o < offset or o >= end:
+                continue
+            ts = (origin + frame.timestamp_delta) // 1000
+            if len(frame.user_headers):
+                override = kafka_fields_of(frame.payload, frame.user_headers)[3]
+                if override is not None:
+                    ts = override
+            yield o, ts
+
+
+async def record_timestamps(p, start: int, end: int, still_there):
+    """(offset, Kafka timestamp ms) of every record in [start, end), in log order.
+
+    Reads about ``_CHUNK`` bytes at a time and pauses for the event loop after
+    each read and every ``_PAUSE_EVERY`` records (one stored batch may hold
+    many). ``still_there()`` is asked after each pause; False raises _Gone.
+    Raises CorruptData when storage refuses a read.
+    """
+
+    async def pause() -> None:
+        await asyncio.sleep(0)
+        if not still_there():
+            raise _Gone()
+
     offset = start
     while offset < end:
-        stored = p.log.read(offset, end - offset, _CHUNK)
-        if not stored:
-            return
-        for b in stored:
-            h = read_header(b)
-            origin = h.origin_timestamp
-            for frame in iter_frames(b):
-                o = h.base_offset + frame.offset_delta
-                if o < offset or o >= end:
-                    continue
-                ts = (origin + frame.timestamp_delta) // 1000
-                if len(frame.user_headers):
-                    override = kafka_fields_of(frame.payload, frame.user_headers)[3]
-                    if override is not None:
-                        ts = override
-                yield o, ts
-            offset = max(offset, h.base_offset + h.message_count)
+        stored, count = p.read(offset, end - offset, _CHUNK)
+        last = -1
+        n = 0
+        for o, ts in batch_timestamps(stored, offset, end):
+            yield o, ts
+            last = o
+            n += 1
+            if n == _PAUSE_EVERY:
+                n = 0
+                await pause()
+        offset = last + 1 if count and last >= offset else end
+        if offset < end:
+            await pause()
 
 
-def lookup(ctx: Context, p, timestamp: int) -> tuple[int, int]:
-    """(offset, timestamp) for one ListOffsets query."""
+async def lookup(ctx: Context, p, timestamp: int, still_there=lambda: True) -> tuple[int, int]:
+    """(offset, timestamp) for one ListOffsets query (a supported timestamp)."""
     broker = ctx.broker
     start = broker.log_start(p)
     hw = p.high_watermark
@@ -62,19 +108,21 @@ def lookup(ctx: Context, p, timestamp: int) -> tuple[int, int]:
         return hw, -1
     if timestamp in (EARLIEST, EARLIEST_LOCAL):
         return start, -1
-    if timestamp == EARLIEST_PENDING_UPLOAD:
+    if timestamp == LATEST_TIERED:
         return -1, -1
     if timestamp == MAX_TIMESTAMP:
         best = (-1, -1)
-        for o, ts in record_timestamps(p, start, hw):
-            if ts > best[1] or best[0] < 0:
-                best = (o, ts)
+        async with aclosing(record_timestamps(p, start, hw, still_there)) as scan:
+            async for o, ts in scan:
+                if ts > best[1] or best[0] < 0:
+                    best = (o, ts)
         return best
     if timestamp < 0:
         raise core_errors.InvalidArgument(f"timestamp {timestamp}")
-    for o, ts in record_timestamps(p, start, hw):
-        if ts >= timestamp:
-            return o, ts
+    async with aclosing(record_timestamps(p, start, hw, still_there)) as scan:
+        async for o, ts in scan:
+            if ts >= timestamp:
+                return o, ts
     return -1, -1
 
 
@@ -89,23 +137,53 @@ def _partition(ctx: Context, index: int, code: int, offset: int = -1, timestamp:
     )
 
 
+def _duplicates(request) -> set[tuple[str, int]]:
+    seen: set[tuple[str, int]] = set()
+    twice: set[tuple[str, int]] = set()
+    for t in request.topics:
+        for q in t.partitions:
+            tp = (t.name, q.partition_index)
+            (twice if tp in seen else seen).add(tp)
+    return twice
+
+
+def _unsupported(timestamp: int, version: int) -> bool:
+    return timestamp < 0 and SPECIAL_SINCE.get(timestamp, version + 1) > version
+
+
 @kafka_api(ApiKey.LIST_OFFSETS, versions=(1, 10))
-def list_offsets(ctx: Context, request):
+async def list_offsets(ctx: Context, request):
     names = ctx.frontend.names
+    twice = _duplicates(request)
     topics = []
     for t in request.topics:
-        topic = names.resolve(t.name)
         parts = []
         for q in t.partitions:
-            p = None if topic is None else topic.partitions.get(q.partition_index)
+            index = q.partition_index
+            if (t.name, index) in twice:
+                parts.append(_partition(ctx, index, errors.INVALID_REQUEST))
+                continue
+            if _unsupported(q.timestamp, ctx.version):
+                parts.append(_partition(ctx, index, errors.UNSUPPORTED_VERSION))
+                continue
+            topic = names.resolve(t.name)  # each time: an earlier scan may have paused
+            p = None if topic is None else topic.partitions.get(index)
             if p is None:
-                parts.append(_partition(ctx, q.partition_index, errors.UNKNOWN_TOPIC_OR_PARTITION))
+                parts.append(_partition(ctx, index, errors.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
+
+            def still_there(name=t.name, topic=topic, index=index, p=p) -> bool:
+                now = names.resolve(name)
+                return now is topic and now.partitions.get(index) is p
+
             try:
-                offset, ts = lookup(ctx, p, q.timestamp)
-            except core_errors.BrokerError as e:
-                parts.append(_partition(ctx, q.partition_index, errors.code_for(e)))
+                offset, ts = await lookup(ctx, p, q.timestamp, still_there)
+            except _Gone:
+                parts.append(_partition(ctx, index, errors.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
-            parts.append(_partition(ctx, q.partition_index, 0, offset, ts))
+            except core_errors.BrokerError as e:
+                parts.append(_partition(ctx, index, errors.code_for(e)))
+                continue
+            parts.append(_partition(ctx, index, 0, offset, ts))
         topics.append(ctx.build("ListOffsetsTopicResponse", name=t.name, partitions=tuple(parts)))
     return ctx.response(throttle_time=0, topics=tuple(topics))

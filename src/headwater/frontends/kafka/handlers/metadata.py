@@ -7,6 +7,10 @@ here); v8-10 authorized operations (not computed: INT32_MIN); v9 flexible;
 v10 topic ids (derived, see names.py); v12 topics by id in the request;
 v13 a top-level error_code.
 
+Before v12 a request topic must have a name and no id: otherwise every
+topic of the request is answered INVALID_REQUEST (a null name as ``""``),
+as Kafka's ``KafkaApis.handleTopicMetadataRequest`` does.
+
 Unknown topics are created when the request allows it (always before v4)
 and ``kafka.auto_create_topics`` is on: synchronously, in the Kafka stream,
 with ``kafka.default_partitions`` partitions, and answered normally (Kafka
@@ -23,6 +27,7 @@ from ..names import is_valid_name, topic_id
 from ..registry import ApiKey, Context, kafka_api
 
 NO_AUTHORIZED_OPERATIONS = -(2**31)
+ZERO = uuid.UUID(int=0)
 
 
 def topic_entity(ctx: Context, name: str | None, topic, error: int = 0, tid: uuid.UUID | None = None):
@@ -84,6 +89,10 @@ def metadata(ctx: Context, request):
     wanted = request.topics
     if wanted is None or (ctx.version == 0 and not wanted):
         topics = tuple(topic_entity(ctx, name, t) for name, t in fe.names.visible())
+    elif ctx.version < 12 and any(t.name is None or getattr(t, "topic_id", None) not in (None, ZERO) for t in wanted):
+        topics = tuple(
+            topic_entity(ctx, t.name or "", None, errors.INVALID_REQUEST, getattr(t, "topic_id", None)) for t in wanted
+        )
     else:
         topics = tuple(_one(ctx, t.name, getattr(t, "topic_id", None), allow_create) for t in wanted)
     broker = ctx.build("MetadataResponseBroker", node_id=fe.node_id, host=fe.advertised_host, port=fe.advertised_port, rack=None)

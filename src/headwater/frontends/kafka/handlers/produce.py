@@ -16,7 +16,17 @@ A batch larger than the topic's ``max.message.bytes`` gets MESSAGE_TOO_LARGE.
 Batches with a producer id go through the idempotence checks
 (``core.producers``): a duplicate is answered with its original offsets.
 acks 0, 1 and -1 all mean "appended to the log" (one node; fsync per the
-topic's options); acks=0 gets no response; other acks INVALID_REQUIRED_ACKS.
+topic's options); other acks INVALID_REQUIRED_ACKS. acks=0 gets no
+response; when any partition failed the connection is closed instead, so
+the producer learns of it and refreshes its metadata (as Kafka's
+``KafkaApis.handleProduceRequest``); the partitions that succeeded stay
+written.
+
+Transactions are not implemented: a request with a transactional_id, or
+whose first batch of any partition has the transactional bit (Kafka's
+``RequestUtils.hasTransactionalRecords``, checked before anything is
+written), gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition
+and writes nothing (acks=0: the connection is closed).
 """
 
 from __future__ import annotations
@@ -96,34 +106,63 @@ def _produce_partition(ctx: Context, topic, index: int, records, now_ms: int, st
     )
 
 
+_BATCH_LENGTH = struct.Struct(">i")  # RecordBatch batchLength at 8; magic i8 at 16, attributes i16 at 21
+_TRANSACTIONAL = 0x10
+
+
+def _first_batch_transactional(records) -> bool:
+    """Whether the first RecordBatch v2 in ``records`` has the transactional attribute bit
+    (what Kafka's ``RecordBatch.isTransactional`` of the first batch says; False for
+    anything too short or not magic 2, which the batch checks refuse later)."""
+    if records is None or len(records) < 23:
+        return False
+    mv = memoryview(records)
+    (length,) = _BATCH_LENGTH.unpack_from(mv, 8)
+    if length < 11 or 12 + length > len(mv) or mv[16] != 2:
+        return False
+    return bool(mv[22] & _TRANSACTIONAL)
+
+
+def _has_transactional_records(request) -> bool:
+    return any(_first_batch_transactional(pd.records) for td in request.topic_data for pd in td.partition_data)
+
+
 @kafka_api(ApiKey.PRODUCE, versions=(0, 12))
 def produce(ctx: Context, request):
     if ctx.version < 3:
-        return legacy_unsupported(ctx.version, request)
+        try:
+            return legacy_unsupported(ctx.version, request)
+        except (ValueError, struct.error) as e:
+            raise errors.CloseConnection(f"undecodable Produce v{ctx.version} body: {e}") from e
     acks = request.acks
     now_ms = time.time_ns() // 1_000_000
     names = ctx.frontend.names
     state: dict = {}
     responses = []
+    failed = False
+    transactional = request.transactional_id is not None or _has_transactional_records(request)
     for td in request.topic_data:
-        topic = names.resolve(td.name)
+        topic = None if transactional else names.resolve(td.name)
         parts = []
         for pd in td.partition_data:
-            if acks not in (0, 1, -1):
-                parts.append(_partition_error(ctx, pd.index, errors.INVALID_REQUIRED_ACKS, f"acks {acks}"))
-            elif request.transactional_id is not None:
+            if transactional:  # checked first, as in Kafka
                 parts.append(
                     _partition_error(ctx, pd.index, errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactions are not supported")
                 )
+            elif acks not in (0, 1, -1):
+                parts.append(_partition_error(ctx, pd.index, errors.INVALID_REQUIRED_ACKS, f"acks {acks}"))
             elif topic is None:
                 code = errors.UNKNOWN_TOPIC_OR_PARTITION if is_valid_name(td.name) else errors.INVALID_TOPIC_EXCEPTION
                 parts.append(_partition_error(ctx, pd.index, code, f"topic {td.name!r} not found"))
             else:
                 parts.append(_produce_partition(ctx, topic, pd.index, pd.records, now_ms, state))
+            failed = failed or parts[-1].error_code != 0
         responses.append(ctx.build("TopicProduceResponse", name=td.name, partition_responses=tuple(parts)))
     if state:
         ctx.broker.producers.flush()
     if acks == 0:
+        if failed:
+            raise errors.CloseConnection("an acks=0 Produce failed")
         return None
     return ctx.response(responses=tuple(responses), throttle_time=0)
 
@@ -141,7 +180,8 @@ _I = struct.Struct(">i")
 
 
 def legacy_unsupported(version: int, body) -> bytes | None:
-    """The v0-2 response with UNSUPPORTED_VERSION everywhere (None for acks=0).
+    """The v0-2 response with UNSUPPORTED_VERSION everywhere (None for acks=0 without
+    partitions; CloseConnection for acks=0 with some, as for any failed acks=0 Produce).
     Raises ValueError / struct.error for a body that does not decode."""
     mv = memoryview(body)
     pos = 0
@@ -157,6 +197,7 @@ def legacy_unsupported(version: int, body) -> bytes | None:
     (acks,) = _H.unpack(take(2))
     take(4)
     out = bytearray()
+    answered = 0
     (topics,) = _I.unpack(take(4))
     if topics < 0 or topics > len(mv):
         raise ValueError("bad topic count")
@@ -175,10 +216,15 @@ def legacy_unsupported(version: int, body) -> bytes | None:
             if size > 0:
                 take(size)
             out += struct.pack(">ihq", index, errors.UNSUPPORTED_VERSION, -1)
+            answered += 1
             if version >= 2:
                 out += struct.pack(">q", -1)
     if pos != len(mv):
         raise ValueError("bytes after the Produce v0-2 body")
     if version >= 1:
         out += _I.pack(0)
-    return None if acks == 0 else bytes(out)
+    if acks == 0:
+        if answered:
+            raise errors.CloseConnection(f"an acks=0 Produce v{version} (unsupported) named partitions")
+        return None
+    return bytes(out)
