@@ -747,8 +747,8 @@ class Broker:
 
         Returns (base_offset, message_count, duplicate): a duplicate is not
         written and reports the original batch's offsets. Raises ProducerFenced,
-        OutOfOrderSequence, InvalidBatch. Call ``producers.flush()`` once per
-        request to persist the state.
+        OutOfOrderSequence, InvalidBatch, CorruptData. The producer state is
+        durable before the batch is written.
         """
         key = (p.stream_id, p.topic_id, p.id)
         count = batch_codec.read_header(batch).message_count
@@ -756,8 +756,21 @@ class Broker:
         dup = states.check(key, topic.created_at_us, producer_id, producer_epoch, base_sequence, count)
         if dup is not None:
             return dup[0], dup[1] - dup[0] + 1, True
-        base, count = self.append(p, batch, verified=verified)
+        if p.fenced is not None:
+            raise errors.CorruptData(p.fenced)
+        # The sequence record is made durable BEFORE the batch is written: after a crash
+        # between the two, boot trims records past the log's end (nothing lost), while
+        # the reverse order would forget a written batch and append its retry twice.
+        base = p.high_watermark
         states.record(key, topic.created_at_us, producer_id, producer_epoch, base_sequence, count, base)
+        states.flush()
+        try:
+            written, count = self.append(p, batch, verified=verified)
+        except Exception:
+            states.truncate(key, base)  # the batch was not written: forget its record again
+            states.flush()
+            raise
+        assert written == base
         return base, count, False
 
     # --- Consumer-group offset additions (issue 5) ---

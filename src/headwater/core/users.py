@@ -43,6 +43,9 @@ def check_password(password_hash: str, password: str) -> bool:
         return False
 
 
+_DUMMY_HASH = _hasher.hash("headwater: no such user")
+
+
 def _token_digest(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
@@ -213,7 +216,11 @@ class Users:
 
     def authenticate(self, username: str, password: str) -> User:
         u = self.find(username)
-        if u is None or not check_password(u.password_hash, password):
+        if u is None:
+            # hash anyway, so an unknown username takes as long as a wrong password
+            check_password(_DUMMY_HASH, password)
+            raise errors.InvalidCredentials("invalid username or password")
+        if not check_password(u.password_hash, password):
             raise errors.InvalidCredentials("invalid username or password")
         if u.status != USER_ACTIVE:
             raise errors.UserInactive(f"user {username!r} is inactive")
@@ -234,6 +241,8 @@ class Users:
             raise errors.TokensLimitReached(f"at most {MAX_TOKENS_PER_USER} tokens per user")
         token = secrets.token_urlsafe(36)
         expiry_at = None if expiry_us in (0, 0xFFFFFFFFFFFFFFFF) else now_us + expiry_us
+        if expiry_at is not None and expiry_at >= 0xFFFFFFFFFFFFFFFF:
+            expiry_at = None  # past the end of u64 microseconds: it never expires
         t = PersonalAccessToken(user_id, name, _token_digest(token), expiry_at)
         self.tokens[t.digest] = t
         self.persist(

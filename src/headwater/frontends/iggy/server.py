@@ -60,6 +60,7 @@ class IggyFrontend:
         self.broker = broker
         self.config = config
         self._corrupt_logged: dict[str, float] = {}
+        self._hashing = asyncio.Semaphore(2)  # concurrent Argon2id verifications
         self.clients = ClientTable(config.session_reply_cache)
         self.data_dir = data_dir
 
@@ -260,8 +261,10 @@ class IggyFrontend:
             return users.authenticate_token(req.token, self.broker.clock())
         loop = asyncio.get_running_loop()
         try:
-            # Argon2id takes tens of milliseconds: keep it off the event loop.
-            return await loop.run_in_executor(None, users.authenticate, req.username, req.password)
+            # Argon2id takes tens of milliseconds and 64 MiB: keep it off the event loop, and
+            # bound how many run at once so a burst of logins cannot balloon memory.
+            async with self._hashing:
+                return await loop.run_in_executor(None, users.authenticate, req.username, req.password)
         except core_errors.InvalidCredentials as refused:
             try:
                 as_token = version.decode_login_register_with_pat(body)
