@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import os
 import re
+import random
 import signal
 import socket
 import struct
@@ -548,3 +549,94 @@ def add_fuzz_arguments(ap) -> None:
                     help="count failures whose signature contains TEXT as known, and go on (repeatable)")
     ap.add_argument("--replay", help="re-send one saved input (a JSON file written on failure) and exit")
     ap.add_argument("--inject", choices=["bad-reply"], help="corrupt one answer before it is checked")
+
+
+# --------------------------------------------------------------------------- mutation (both fuzzers)
+
+
+def mutate_bytes(
+    rng: random.Random,
+    frame: bytes,
+    donors: list[bytes],
+    *,
+    header_lo: int,
+    body_lo: int,
+    endian: str,
+    widths: tuple[int, ...],
+    interesting: list[int],
+    extra_ints,
+    header_bias: float = 0.15,
+) -> tuple[bytearray, list[str]]:
+    """Break a frame with 1-5 random edits (bit flips, bytes, integers of ``widths`` in ``endian``
+    order drawn from ``interesting`` and ``extra_ints(len, pos)``, truncation, extension,
+    insertion, deletion, duplication, splices from ``donors``). Edits land in
+    ``[body_lo, len)``, or with probability ``header_bias`` (always for a frame no longer than
+    ``body_lo``) in ``[header_lo, len)``. Returns the bytes (the caller fixes the size prefix)
+    and what was done, for the report."""
+    b = bytearray(frame)
+    ops: list[str] = []
+    in_header = rng.random() < header_bias or len(b) <= body_lo
+    formats = {1: endian + "B", 2: endian + "H", 4: endian + "I", 8: endian + "Q"}
+
+    def pos(end_ok: bool = False) -> int:
+        lo = header_lo if in_header else min(len(b), body_lo)
+        hi = len(b) + (1 if end_ok else 0)
+        return rng.randrange(lo, hi) if hi > lo else len(b)
+
+    for _ in range(rng.choice((1, 1, 1, 2, 2, 3, 5))):
+        op = rng.choice(("flip", "flip", "byte", "int", "int", "truncate", "extend", "insert", "delete",
+                         "duplicate", "splice"))
+        if not b:
+            b += rng.randbytes(4)
+        if op == "flip":
+            p = pos()
+            if p < len(b):
+                bit = rng.randrange(8)
+                b[p] ^= 1 << bit
+                ops.append(f"flip bit {bit} at {p}")
+        elif op == "byte":
+            p = pos()
+            if p < len(b):
+                v = rng.choice((0, 1, 0x7F, 0x80, 0xFF, rng.randrange(256)))
+                b[p] = v
+                ops.append(f"byte {p}={v}")
+        elif op == "int":
+            width = rng.choice(widths)
+            p = pos()
+            if p + width <= len(b):
+                v = rng.choice(interesting + [*extra_ints(len(b), p), rng.randrange(1 << (8 * width))])
+                v &= (1 << (8 * width)) - 1
+                struct.pack_into(formats[width], b, p, v)
+                ops.append(f"u{8 * width} {p}={v}")
+        elif op == "truncate":
+            p = pos()
+            del b[p:]
+            ops.append(f"truncate at {p}")
+        elif op == "extend":
+            n = rng.choice((1, 2, 4, 8, rng.randint(1, 300)))
+            b += rng.randbytes(n) if rng.random() < 0.7 else bytes(n)
+            ops.append(f"extend {n}")
+        elif op == "insert":
+            p = pos(end_ok=True)
+            n = rng.randint(1, 16)
+            b[p:p] = rng.randbytes(n)
+            ops.append(f"insert {n} at {p}")
+        elif op == "delete":
+            p = pos()
+            n = rng.randint(1, 16)
+            del b[p:p + n]
+            ops.append(f"delete {n} at {p}")
+        elif op == "duplicate":
+            p = pos()
+            n = rng.randint(1, 32)
+            b[p:p] = b[p:p + n]
+            ops.append(f"duplicate {n} at {p}")
+        elif op == "splice":
+            donor = rng.choice(donors)
+            if len(donor) > body_lo:
+                start = rng.randrange(body_lo, len(donor))
+                chunk = donor[start:start + rng.randint(1, 64)]
+                p = pos(end_ok=True)
+                b[p:p + len(chunk)] = chunk
+                ops.append(f"splice {len(chunk)} at {p}")
+    return b, ops

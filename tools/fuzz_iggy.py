@@ -55,6 +55,7 @@ from _harness import (  # noqa: E402
     log_problems,
     login_pat_body,
     login_register_body,
+    mutate_bytes,
     read_exactly,
     run_fuzzer,
 )
@@ -216,76 +217,15 @@ def register_seeds(token: str) -> list[tuple[str, int, bytes]]:
 
 INTERESTING = [0, 1, 2, 3, 4, 0x7F, 0x80, 0xFF, 0x100, 0x7FFF, 0x8000, 0xFFFF, 0x10000, 0x7FFFFFFF,
                0x80000000, 0xFFFFFFFE, 0xFFFFFFFF, 1 << 32, (1 << 63) - 1, 1 << 63, (1 << 64) - 1]
-WIDTHS = {1: "<B", 2: "<H", 4: "<I", 8: "<Q"}
 
 
 def mutate(rng: random.Random, frame: bytes, donors: list[bytes]) -> tuple[bytes, list[str]]:
-    """Break a frame; returns the new bytes and what was done (for the report)."""
-    b = bytearray(frame)
-    ops: list[str] = []
-    in_header = rng.random() < 0.15 or len(b) <= HEADER
-
-    def pos(end_ok: bool = False) -> int:
-        lo = 0 if in_header else HEADER
-        hi = len(b) + (1 if end_ok else 0)
-        return rng.randrange(lo, hi) if hi > lo else len(b)
-
-    for _ in range(rng.choice((1, 1, 1, 2, 2, 3, 5))):
-        op = rng.choice(("flip", "flip", "byte", "int", "int", "truncate", "extend", "insert", "delete",
-                         "duplicate", "splice"))
-        if not b:
-            b += rng.randbytes(4)
-        if op == "flip":
-            p = pos()
-            if p < len(b):
-                bit = rng.randrange(8)
-                b[p] ^= 1 << bit
-                ops.append(f"flip bit {bit} at {p}")
-        elif op == "byte":
-            p = pos()
-            if p < len(b):
-                v = rng.choice((0, 1, 0x7F, 0x80, 0xFF, rng.randrange(256)))
-                b[p] = v
-                ops.append(f"byte {p}={v}")
-        elif op == "int":
-            width = rng.choice((1, 2, 4, 4, 8))
-            p = pos()
-            if p + width <= len(b):
-                v = rng.choice(INTERESTING + [len(b) - p, len(b) - p + 1, len(b), rng.randrange(1 << (8 * width))])
-                v &= (1 << (8 * width)) - 1
-                struct.pack_into(WIDTHS[width], b, p, v)
-                ops.append(f"u{8 * width} {p}={v}")
-        elif op == "truncate":
-            p = pos()
-            del b[p:]
-            ops.append(f"truncate at {p}")
-        elif op == "extend":
-            n = rng.choice((1, 2, 4, 8, rng.randint(1, 300)))
-            b += rng.randbytes(n) if rng.random() < 0.7 else bytes(n)
-            ops.append(f"extend {n}")
-        elif op == "insert":
-            p = pos(end_ok=True)
-            n = rng.randint(1, 16)
-            b[p:p] = rng.randbytes(n)
-            ops.append(f"insert {n} at {p}")
-        elif op == "delete":
-            p = pos()
-            n = rng.randint(1, 16)
-            del b[p:p + n]
-            ops.append(f"delete {n} at {p}")
-        elif op == "duplicate":
-            p = pos()
-            n = rng.randint(1, 32)
-            b[p:p] = b[p:p + n]
-            ops.append(f"duplicate {n} at {p}")
-        elif op == "splice":
-            donor = rng.choice(donors)
-            if len(donor) > HEADER:
-                start = rng.randrange(HEADER, len(donor))
-                chunk = donor[start:start + rng.randint(1, 64)]
-                p = pos(end_ok=True)
-                b[p:p + len(chunk)] = chunk
-                ops.append(f"splice {len(chunk)} at {p}")
+    """Break a frame (edits past the 256-byte header, or in it); returns the bytes and what was done.
+    Most of the time the ``size`` field is fixed up so the frame stays framed."""
+    b, ops = mutate_bytes(
+        rng, frame, donors, header_lo=0, body_lo=HEADER, endian="<", widths=(1, 2, 4, 4, 8),
+        interesting=INTERESTING, extra_ints=lambda n, p: (n - p, n - p + 1, n),
+    )
     if len(b) >= framing.SIZE_OFFSET + 4 and rng.random() < 0.85:
         struct.pack_into("<I", b, framing.SIZE_OFFSET, len(b))
         ops.append("size fixed")

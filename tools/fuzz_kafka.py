@@ -65,6 +65,7 @@ from _harness import (  # noqa: E402
     decode_kafka_response,
     kafka_build,
     log_problems,
+    mutate_bytes,
     read_exactly,
     run_fuzzer,
 )
@@ -193,74 +194,15 @@ def legacy_produce_body(topic: str, data: bytes, acks: int = -1) -> bytes:
 
 INTERESTING = [0, 1, 2, 0x7F, 0x80, 0xFF, 0x7FFF, 0x8000, 0xFFFF, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFF,
                (1 << 63) - 1, 1 << 63, (1 << 64) - 1]
-WIDTHS = {1: ">B", 2: ">H", 4: ">I", 8: ">Q"}
 
 
 def mutate(rng: random.Random, frame: bytes, donors: list[bytes]) -> tuple[bytes, list[str]]:
-    """Break a size-prefixed request; returns the bytes and what was done."""
-    b = bytearray(frame)
-    ops: list[str] = []
-    in_header = rng.random() < 0.15
-
-    def pos(end_ok: bool = False) -> int:
-        lo = 4 if in_header else min(len(b), 14)
-        hi = len(b) + (1 if end_ok else 0)
-        return rng.randrange(lo, hi) if hi > lo else len(b)
-
-    for _ in range(rng.choice((1, 1, 1, 2, 2, 3, 5))):
-        op = rng.choice(("flip", "flip", "byte", "int", "int", "truncate", "extend", "insert", "delete",
-                         "duplicate", "splice"))
-        if op == "flip":
-            p = pos()
-            if p < len(b):
-                bit = rng.randrange(8)
-                b[p] ^= 1 << bit
-                ops.append(f"flip bit {bit} at {p}")
-        elif op == "byte":
-            p = pos()
-            if p < len(b):
-                v = rng.choice((0, 1, 0x7F, 0x80, 0xFF, rng.randrange(256)))
-                b[p] = v
-                ops.append(f"byte {p}={v}")
-        elif op == "int":
-            width = rng.choice((1, 2, 2, 4, 4, 8))
-            p = pos()
-            if p + width <= len(b):
-                v = rng.choice(INTERESTING + [len(b) - p, len(b) - p - 4, rng.randrange(1 << (8 * width))])
-                v &= (1 << (8 * width)) - 1
-                struct.pack_into(WIDTHS[width], b, p, v)
-                ops.append(f"u{8 * width} {p}={v}")
-        elif op == "truncate":
-            p = pos()
-            del b[p:]
-            ops.append(f"truncate at {p}")
-        elif op == "extend":
-            n = rng.choice((1, 2, 4, 8, rng.randint(1, 300)))
-            b += rng.randbytes(n) if rng.random() < 0.7 else bytes(n)
-            ops.append(f"extend {n}")
-        elif op == "insert":
-            p = pos(end_ok=True)
-            n = rng.randint(1, 16)
-            b[p:p] = rng.randbytes(n)
-            ops.append(f"insert {n} at {p}")
-        elif op == "delete":
-            p = pos()
-            n = rng.randint(1, 16)
-            del b[p:p + n]
-            ops.append(f"delete {n} at {p}")
-        elif op == "duplicate":
-            p = pos()
-            n = rng.randint(1, 32)
-            b[p:p] = b[p:p + n]
-            ops.append(f"duplicate {n} at {p}")
-        elif op == "splice":
-            donor = rng.choice(donors)
-            if len(donor) > 14:
-                start = rng.randrange(14, len(donor))
-                chunk = donor[start:start + rng.randint(1, 64)]
-                p = pos(end_ok=True)
-                b[p:p + len(chunk)] = chunk
-                ops.append(f"splice {len(chunk)} at {p}")
+    """Break a size-prefixed request (edits past the 14-byte header, or in it after the size);
+    returns the bytes and what was done. Most of the time the size prefix is fixed up."""
+    b, ops = mutate_bytes(
+        rng, frame, donors, header_lo=4, body_lo=14, endian=">", widths=(1, 2, 2, 4, 4, 8),
+        interesting=INTERESTING, extra_ints=lambda n, p: (n - p, n - p - 4), header_bias=0.15,
+    )
     if len(b) >= 4 and rng.random() < 0.85:
         struct.pack_into(">i", b, 0, len(b) - 4)
         ops.append("size fixed")
