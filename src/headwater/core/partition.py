@@ -185,8 +185,3 @@ class Partition:
         """After a purge: the clock and the logical floor start again."""
         self._last_ts = 0
         self.start_floor = 0
-
-
-def policy_for(options, partitions_count: int, validate_checksum: bool) -> SegmentPolicy:
-    """The storage policy for a topic's options (``core.topic_options.TopicOptions``)."""
-    return options.to_segment_policy(partitions_count, validate_checksum)
