@@ -15,6 +15,7 @@ import shutil
 import signal
 from dataclasses import dataclass, field
 
+from . import _native
 from .config import Config, parse_address
 from .core.broker import Broker
 from .frontends.listener import Listener
@@ -112,7 +113,13 @@ async def serve(config: Config, *, fresh: bool = False, default_root: bool = Fal
         raise
     log.info(
         "headwater started",
-        extra={"kv": {"data_dir": config.system.data_dir, "listeners": ",".join(f"{l.name}={l.host}:{l.bound_port}" for l in app.listeners)}},
+        extra={
+            "kv": {
+                "data_dir": config.system.data_dir,
+                "listeners": ",".join(f"{l.name}={l.host}:{l.bound_port}" for l in app.listeners),
+                "hot_loops": _native.probe(),
+            }
+        },
     )
     if ready is not None:
         ready(app)

@@ -11,8 +11,18 @@ from ..config import ConfigError, load
 from ..storage.api import StorageError
 
 
+def _print_version(ctx: click.Context, _param, value: bool) -> None:
+    if not value or ctx.resilient_parsing:
+        return
+    from .. import _native
+
+    click.echo(f"headwater {__version__} (hot loops: {_native.probe()})")
+    ctx.exit()
+
+
 @click.group()
-@click.version_option(__version__, prog_name="headwater")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
+              help="Show the version and which hot-loop implementation is active, then exit.")
 def main() -> None:
     """Headwater: a message-streaming server speaking Iggy's binary protocol and Kafka's."""
 

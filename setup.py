@@ -1,0 +1,28 @@
+"""Build script for the optional compiled hot loops (Cython extension modules).
+
+Everything else about the package is in ``pyproject.toml``. Each module listed in
+``EXTENSIONS`` has a pure-Python reference next to it; the compiled one is used
+when it imports and ``HEADWATER_NO_EXTENSIONS=1`` is not set (see
+``headwater._native``). Setting ``HEADWATER_NO_EXTENSIONS=1`` at build time skips
+compiling them altogether (a machine without a C compiler still installs).
+"""
+
+import os
+
+from setuptools import Extension, setup
+
+# (dotted module name, .pyx source) of every compiled hot loop
+EXTENSIONS: list[tuple[str, str]] = [
+]
+
+
+def ext_modules() -> list:
+    if os.environ.get("HEADWATER_NO_EXTENSIONS") == "1" or not EXTENSIONS:
+        return []
+    from Cython.Build import cythonize
+
+    exts = [Extension(name, [source], extra_compile_args=["-O3"]) for name, source in EXTENSIONS]
+    return cythonize(exts, language_level=3, compiler_directives={"boundscheck": False, "wraparound": False})
+
+
+setup(ext_modules=ext_modules())
