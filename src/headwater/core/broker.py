@@ -20,13 +20,14 @@ import xxhash
 
 from ..codec import batch as batch_codec
 from ..codec.errors import CodecError
-from ..storage.api import CorruptSegment, StorageEngine, StorageError
+from ..storage.api import CorruptSegment, StorageEngine, StorageError, StorageWriteError
 from . import errors
 from .catalog import Catalog, Stream, Topic, next_id, validate_name
 from .groups.assigned import AssignedGroup
 from .offsets import CONSUMER, GROUP, Committed, OffsetStore
 from .partition import Partition, RefusingLog
 from .permissions import Permissions
+from .storage_health import GuardedStore, StorageHealth
 from .producers import ProducerStates
 from .users import USER_ACTIVE, User, Users
 from . import topic_options as topt
@@ -77,8 +78,11 @@ class Broker:
         self.clock = clock
         self.validate_checksum = validate_checksum
         self.catalog = Catalog()
-        self._meta = engine.metadata("catalog")
-        self._offsets_meta = engine.metadata("offsets")
+        self.health = StorageHealth(
+            getattr(engine, "path", "?"), getattr(engine, "disk_usage", lambda: None), clock
+        )
+        self._meta = GuardedStore(engine.metadata("catalog"), self.health)
+        self._offsets_meta = GuardedStore(engine.metadata("offsets"), self.health)
         self.users = Users(self._meta.put)
         self.offsets = OffsetStore(self._offsets_meta.put, self._offsets_meta.put_many)
         self.clients: dict[int, Client] = {}
@@ -264,8 +268,8 @@ class Broker:
         if any(s.name == name for s in self.catalog.streams.values()):
             raise errors.StreamNameExists(f"stream {name!r} already exists")
         s = Stream(next_id(self.catalog.streams), name, self.clock())
+        self._meta.put(f"stream/{s.id}", s.to_dict())  # durable first: a failed write leaves no stream
         self.catalog.streams[s.id] = s
-        self._meta.put(f"stream/{s.id}", s.to_dict())
         return s
 
     def update_stream(self, ident: Ident, name: str) -> Stream:
@@ -273,8 +277,8 @@ class Broker:
         validate_name(name, "stream", errors.InvalidStreamName)
         if name != s.name and any(o.name == name for o in self.catalog.streams.values()):
             raise errors.StreamNameExists(f"stream {name!r} already exists")
+        self._meta.put(f"stream/{s.id}", {**s.to_dict(), "name": name})
         s.name = name
-        self._meta.put(f"stream/{s.id}", s.to_dict())
         return s
 
     def delete_stream(self, ident: Ident) -> Stream:
@@ -336,7 +340,7 @@ class Broker:
             step = "saving the topic"
             self._apply_policy(t)
             self._save_topic(t)
-        except (OSError, StorageError) as e:
+        except (OSError, StorageError, errors.StorageWriteFailed) as e:
             self._discard_partitions(t, pids)
             self._apply_policy(t)
             log.error(
@@ -379,11 +383,17 @@ class Broker:
         validate_name(name, "topic", errors.InvalidTopicName)
         if name != t.name and any(o.name == name for o in s.topics.values()):
             raise errors.TopicNameExists(f"topic {name!r} already exists in stream {s.name!r}")
+        old = (t.options, t.name)
         if options:
             t.options = self._parse_options(lambda: t.options.apply_update(options))
-            self._apply_policy(t)
         t.name = name
-        self._save_topic(t)
+        try:
+            self._save_topic(t)
+        except errors.MetadataNotSaved:
+            t.options, t.name = old  # not saved: nothing changes
+            raise
+        if options:
+            self._apply_policy(t)
         return t
 
     def _apply_policy(self, t: Topic) -> None:
@@ -528,12 +538,25 @@ class Broker:
         """Verify (unless already ``verified``), stamp and append one batch.
 
         Returns (base_offset, message_count). Raises InvalidBatch carrying the
-        Iggy batch error code.
+        Iggy batch error code, MessagesNotSaved when the filesystem refused the
+        write (nothing of it is kept; see :mod:`.storage_health` for the logging).
         """
         try:
-            return partition.append(batch, self.clock(), verified=verified)
+            written = partition.append(batch, self.clock(), verified=verified)
         except CodecError as e:
             raise errors.InvalidBatch(str(e), e.code) from e
+        except StorageWriteError as e:
+            raise self._append_failed(str(e), e.no_space) from e
+        except StorageError as e:  # e.g. a segment file in the way of a roll
+            raise self._append_failed(str(e), False) from e
+        except OSError as e:  # a sync after the write (the batch itself was written whole)
+            raise self._append_failed(f"{partition.log!r}: sync failed: {e}", False) from e
+        self.health.write_succeeded()
+        return written
+
+    def _append_failed(self, error: str, no_space: bool) -> errors.MessagesNotSaved:
+        self.health.write_failed("append", error, no_space)
+        return errors.MessagesNotSaved(f"messages not saved: {error}", no_space)
 
     # ------------------------------------------------------------------ consumer offsets
     def committed(self, p: Partition, kind: str, name: str) -> int | None:
@@ -565,17 +588,17 @@ class Broker:
         if any(g.name == name for g in t.groups.values()):
             raise errors.ConsumerGroupNameExists(f"consumer group {name!r} already exists")
         g = AssignedGroup(next_id(t.groups), name)
-        t.groups[g.id] = g
         self._meta.put(f"group/{t.stream_id}/{t.id}/{g.id}", {"name": name})
+        t.groups[g.id] = g
         return g
 
     def delete_group(self, stream: Ident, topic: Ident, group: Ident) -> AssignedGroup:
         t = self.topic(stream, topic)
         g = t.group(group)
+        self.offsets.delete_where(t.stream_id, t.id, kind=GROUP, name=g.name)
+        self._meta.put(f"group/{t.stream_id}/{t.id}/{g.id}", None)
         self._forget_group_members(t, g)
         del t.groups[g.id]
-        self._meta.put(f"group/{t.stream_id}/{t.id}/{g.id}", None)
-        self.offsets.delete_where(t.stream_id, t.id, kind=GROUP, name=g.name)
         return g
 
     def _forget_group_members(self, t: Topic, g: AssignedGroup) -> None:
@@ -643,7 +666,7 @@ class Broker:
         """The idempotent-producer state (core.producers), checked against the
         catalog on load: entries of deleted or recreated topics are dropped, and
         batches past a partition's end (lost in a crash) forgotten."""
-        states = ProducerStates(self.engine.metadata("producers"), self.clock)
+        states = ProducerStates(GuardedStore(self.engine.metadata("producers"), self.health), self.clock)
         for (key, pid), entry in list(states.entries.items()):
             s, t, pid_ = key
             try:
@@ -663,7 +686,7 @@ class Broker:
 
     @cached_property
     def _cluster_meta(self):
-        return self.engine.metadata("cluster")
+        return GuardedStore(self.engine.metadata("cluster"), self.health)
 
     @cached_property
     def _cluster_state(self) -> dict[str, Any]:
@@ -763,12 +786,19 @@ class Broker:
         # the reverse order would forget a written batch and append its retry twice.
         base = p.high_watermark
         states.record(key, topic.created_at_us, producer_id, producer_epoch, base_sequence, count, base)
-        states.flush()
+        try:
+            states.flush()
+        except errors.StorageWriteFailed:
+            states.truncate(key, base)  # not durable: forget the record (the next flush writes that)
+            raise
         try:
             written, count = self.append(p, batch, verified=verified)
         except Exception:
             states.truncate(key, base)  # the batch was not written: forget its record again
-            states.flush()
+            try:
+                states.flush()
+            except errors.StorageWriteFailed:
+                pass  # kept dirty for the next flush; a durable record past the log's end is trimmed at boot
             raise
         assert written == base
         return base, count, False

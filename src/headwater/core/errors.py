@@ -68,6 +68,26 @@ class StorageFailure(BrokerError):
     open files, something in the way); the change was rolled back."""
 
 
+class StorageWriteFailed(BrokerError):
+    """The filesystem refused a write: disk full (ENOSPC), quota (EDQUOT), an I/O error
+    (EIO)... Nothing of the write was kept; the same request may succeed once the
+    filesystem takes writes again (no restart needed). ``no_space`` tells the full
+    disk apart from other failures."""
+
+    def __init__(self, message: str, no_space: bool = False):
+        super().__init__(message)
+        self.no_space = no_space
+
+
+class MessagesNotSaved(StorageWriteFailed):
+    """An append to a partition log failed on the filesystem (see StorageWriteFailed)."""
+
+
+class MetadataNotSaved(StorageWriteFailed):
+    """A metadata write (catalog, consumer offsets, users, producer state) failed on the
+    filesystem (see StorageWriteFailed); the change was not applied."""
+
+
 class UnsupportedOptionKey(BrokerError):
     """An options block named a key outside the scope's catalog."""
 

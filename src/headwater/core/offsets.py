@@ -53,27 +53,35 @@ class OffsetStore:
         c = Committed(offset, metadata)
         if self._data.get(k) == c:
             return
+        self._persist(_key(*k), {"offset": offset, "metadata": metadata})  # durable first, then memory
         self._data[k] = c
-        self._persist(_key(*k), {"offset": offset, "metadata": metadata})
 
     def put_many(self, changes: list[tuple[tuple[int, int, int, str, str], Committed | None]]) -> None:
         """Apply several commits (``None`` deletes) atomically: one durable write for all."""
         record: dict[str, Any] = {}
+        applied: dict[tuple[int, int, int, str, str], Committed | None] = {}
         for k, c in changes:
             if c is None:
-                if self._data.pop(k, None) is not None:
+                if k in self._data or applied.get(k) is not None:
                     record[_key(*k)] = None
-            elif self._data.get(k) != c:
-                self._data[k] = c
+                    applied[k] = None
+            elif applied.get(k, self._data.get(k)) != c:
                 record[_key(*k)] = {"offset": c.offset, "metadata": c.metadata}
+                applied[k] = c
         if record:
-            self._persist_many(record)
+            self._persist_many(record)  # durable first: a failed write changes nothing
+        for k, c in applied.items():
+            if c is None:
+                self._data.pop(k, None)
+            else:
+                self._data[k] = c
 
     def delete(self, stream_id: int, topic_id: int, partition_id: int, kind: str, name: str) -> bool:
         k = (stream_id, topic_id, partition_id, kind, name)
-        if self._data.pop(k, None) is None:
+        if k not in self._data:
             return False
         self._persist(_key(*k), None)
+        del self._data[k]
         return True
 
     def items(self) -> Iterator[tuple[tuple[int, int, int, str, str], Committed]]:
@@ -82,10 +90,10 @@ class OffsetStore:
     def delete_keys(self, keys) -> int:
         """Delete the given ``(stream, topic, partition, kind, name)`` keys in one durable write."""
         doomed = [k for k in keys if k in self._data]
-        for k in doomed:
-            del self._data[k]
         if doomed:
             self._persist_many({_key(*k): None for k in doomed})
+        for k in doomed:
+            del self._data[k]
         return len(doomed)
 
     def delete_where(self, stream_id: int, topic_id: int | None = None, partition_id: int | None = None,
@@ -99,8 +107,8 @@ class OffsetStore:
             and (kind is None or k[3] == kind)
             and (name is None or k[4] == name)
         ]
-        for k in doomed:
-            del self._data[k]
         if doomed:
             self._persist_many({_key(*k): None for k in doomed})
+        for k in doomed:
+            del self._data[k]
         return len(doomed)

@@ -114,7 +114,11 @@ class ProducerStates:
         """Write every change since the last flush (one atomic, durable put_many)."""
         if self._dirty:
             items, self._dirty = self._dirty, {}
-            self._store.put_many(items)
+            try:
+                self._store.put_many(items)
+            except BaseException:
+                self._dirty = {**items, **self._dirty}  # not written: the next flush tries again
+                raise
 
     def _expire(self, now: int) -> None:
         limit = now - self.expiration_us

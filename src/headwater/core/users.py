@@ -142,8 +142,8 @@ class Users:
 
     # --- changes ---
     def _save(self, u: User) -> User:
+        self.persist(f"user/{u.id}", u.to_dict())  # durable first: a failed write changes nothing
         self.users[u.id] = u
-        self.persist(f"user/{u.id}", u.to_dict())
         return u
 
     def create(
@@ -189,12 +189,12 @@ class Users:
         u = self.get(ident)
         if u.is_root:
             raise errors.CannotDeleteUser("the root user cannot be deleted")
-        del self.users[u.id]
         self.persist(f"user/{u.id}", None)
+        del self.users[u.id]
         for digest, t in list(self.tokens.items()):
             if t.user_id == u.id:
-                del self.tokens[digest]
                 self.persist(f"pat/{u.id}/{t.name}", None)
+                del self.tokens[digest]
         return u
 
     def update_permissions(self, ident: int | str, permissions: Permissions | None) -> User:
@@ -244,18 +244,18 @@ class Users:
         if expiry_at is not None and expiry_at >= 0xFFFFFFFFFFFFFFFF:
             expiry_at = None  # past the end of u64 microseconds: it never expires
         t = PersonalAccessToken(user_id, name, _token_digest(token), expiry_at)
-        self.tokens[t.digest] = t
         self.persist(
             f"pat/{user_id}/{name}",
             {"user_id": user_id, "name": name, "digest": t.digest, "expiry_at_us": expiry_at},
         )
+        self.tokens[t.digest] = t
         return token
 
     def delete_token(self, user_id: int, name: str) -> None:
         for digest, t in list(self.tokens.items()):
             if t.user_id == user_id and t.name == name:
-                del self.tokens[digest]
                 self.persist(f"pat/{user_id}/{name}", None)
+                del self.tokens[digest]
                 return
         raise errors.TokenNotFound(f"token {name!r} not found")
 
@@ -273,6 +273,6 @@ class Users:
     def purge_expired_tokens(self, now_us: int) -> int:
         expired = [t for t in self.tokens.values() if t.expired(now_us)]
         for t in expired:
-            del self.tokens[t.digest]
             self.persist(f"pat/{t.user_id}/{t.name}", None)
+            del self.tokens[t.digest]
         return len(expired)

@@ -14,6 +14,7 @@ This module imports nothing above ``headwater.codec.batch``.
 
 from __future__ import annotations
 
+import errno as _errno
 from dataclasses import dataclass
 from typing import Any, Iterable, Protocol, Sequence
 
@@ -28,6 +29,37 @@ class CorruptSegment(StorageError):
 
 class OffsetMismatch(StorageError):
     """An appended batch's base_offset is not the log's next offset."""
+
+
+class StorageWriteError(StorageError):
+    """The filesystem failed a write (append, segment roll, index or metadata write):
+    ENOSPC / EDQUOT (no space), EIO, or any other OSError. Nothing of the failed
+    write is kept: the files are cut back to their previous length, and a later
+    write is tried afresh (space may have come back).
+
+    ``errno`` is the OSError's errno (None when not from an OSError).
+    """
+
+    def __init__(self, message: str, errno: int | None = None):
+        super().__init__(message)
+        self.errno = errno
+
+    @property
+    def no_space(self) -> bool:
+        """True for ENOSPC and EDQUOT (the disk or the quota is full)."""
+        return self.errno in (_errno.ENOSPC, _errno.EDQUOT)
+
+    @classmethod
+    def from_os_error(cls, what: str, exc: OSError) -> "StorageWriteError":
+        """``"{what}: [ENOSPC] No space left on device"`` with ``errno`` kept."""
+        name = _errno.errorcode.get(exc.errno or 0, str(exc.errno))
+        return cls(f"{what}: [{name}] {exc.strerror or exc}", exc.errno)
+
+
+class WritesFenced(StorageWriteError):
+    """A failed append could not even be cut back: the partition refuses writes until
+    the cut succeeds (retried on each append) or a restart's recovery cuts the torn
+    tail. Reads are unaffected (they never look past the last good batch)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,6 +234,9 @@ class StorageEngine(Protocol):
 
     def metadata(self, name: str) -> MetadataStore:
         """A named metadata store (e.g. ``"catalog"``, ``"offsets"``)."""
+
+    def disk_usage(self) -> tuple[int, int] | None:
+        """(total_bytes, usable_bytes) of the volume holding the data, None when unknown."""
 
     def close(self) -> None: ...
 

@@ -23,6 +23,10 @@ ERROR_CODES: dict[type[e.BrokerError], int] = {
     e.TooManyPartitions: 2015,
     e.InvalidSegmentsCount: 4030,
     e.StorageFailure: 3000,  # CannotCreatePartition (raised by creates rolled back on a filesystem error)
+    # a write the filesystem refused (ENOSPC, EDQUOT, EIO); Iggy has no "no space" code (docs/gaps.md)
+    e.StorageWriteFailed: 4006,  # CannotSaveMessagesToSegment
+    e.MessagesNotSaved: 4006,  # CannotSaveMessagesToSegment
+    e.MetadataNotSaved: 10006,  # CannotWriteToFile
     e.UnsupportedOptionKey: 4041,
     e.InvalidOptionValue: 4042,
     e.InvalidMessagesCount: 4009,

@@ -84,6 +84,9 @@ ERROR_CODES: dict[type[e.BrokerError], int] = {
     e.ConsumerOffsetNotFound: UNKNOWN_SERVER_ERROR,
     e.CorruptData: KAFKA_STORAGE_ERROR,
     e.StorageFailure: KAFKA_STORAGE_ERROR,  # a create rolled back on a filesystem error
+    e.StorageWriteFailed: KAFKA_STORAGE_ERROR,  # the filesystem refused a write (ENOSPC, EDQUOT, EIO)
+    e.MessagesNotSaved: KAFKA_STORAGE_ERROR,
+    e.MetadataNotSaved: KAFKA_STORAGE_ERROR,
     e.InvalidBatch: CORRUPT_MESSAGE,
     e.ConsumerGroupNotFound: GROUP_ID_NOT_FOUND,
     e.ConsumerGroupNameExists: INVALID_GROUP_ID,

@@ -31,6 +31,7 @@ import logging
 import struct
 
 from ...config import KafkaConfig, parse_address
+from ...core import errors as core_errors
 from ...core.broker import Broker
 from ..listener import Connection
 from . import handlers  # noqa: F401  (registers every API)
@@ -162,6 +163,10 @@ class KafkaFrontend:
                 result = await result
         except CloseConnection as e:
             raise Close(str(e)) from e
+        except core_errors.StorageWriteFailed as e:
+            # a write the filesystem refused outside a per-partition answer: the episode is
+            # logged once by core.storage_health; the client reconnects and retries
+            raise Close(f"storage write failed: {e}") from e
         except Exception as e:
             log.exception("handler failed", extra={"kv": {"api_key": api_key, "version": version}})
             raise Close(f"handler failed: {e!r}") from e

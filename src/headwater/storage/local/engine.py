@@ -71,6 +71,15 @@ class LocalEngine:
         for name in os.listdir(trash):
             shutil.rmtree(os.path.join(trash, name), ignore_errors=True)
 
+    def disk_usage(self) -> tuple[int, int] | None:
+        """(total_bytes, usable_bytes) of the volume holding the data directory
+        (``os.statvfs``: f_blocks and f_bavail times f_frsize), None when unknown."""
+        try:
+            st = os.statvfs(self.path)
+        except OSError:
+            return None
+        return st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
+
     # -- paths ---------------------------------------------------------------
 
     def stream_dir(self, stream_id: int) -> str:

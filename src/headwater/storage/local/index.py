@@ -171,6 +171,14 @@ class SegmentIndex:
         if self.fd is not None:
             os.ftruncate(self.fd, keep * ENTRY_SIZE)
 
+    def truncate_to_count(self, count: int) -> None:
+        """Keep the first ``count`` entries: memory at once, then the file (``os.ftruncate``
+        to ``count * 24``; raises OSError, and calling again retries the cut)."""
+        del self.entries[3 * count :]
+        self._last_position = self.entries[-1] if self.entries else -1
+        if self.fd is not None:
+            os.ftruncate(self.fd, count * ENTRY_SIZE)
+
     def sync(self) -> None:
         if self.fd is not None:
             os.fdatasync(self.fd)

@@ -14,6 +14,14 @@ so a process kill loses nothing. With ``enforce_fsync`` the .log (and the
 ``messages_required_to_save`` messages or ``size_of_messages_required_to_save``
 bytes were appended since the last sync, and when a segment is sealed.
 
+Write failures (ENOSPC, EDQUOT, EIO...): a failed append is undone (index
+and log cut back to the last good size) and raised as StorageWriteError; if
+even the cut fails, writes are fenced (WritesFenced) until a later append
+manages the cut, reads going on meanwhile. A roll whose new segment cannot be
+made leaves the sealed segment last ("roll pending"); the next append makes
+the new segment first, or fails with StorageWriteError. Nothing restarts:
+writes succeed again as soon as the filesystem takes them.
+
 One writer per partition: the object is not thread-safe.
 """
 
@@ -23,7 +31,15 @@ import os
 from bisect import bisect_right
 from collections import OrderedDict
 
-from headwater.storage.api import OffsetMismatch, RecoveryOutcome, SegmentInfo, SegmentPolicy, StorageError
+from headwater.storage.api import (
+    OffsetMismatch,
+    RecoveryOutcome,
+    SegmentInfo,
+    SegmentPolicy,
+    StorageError,
+    StorageWriteError,
+    WritesFenced,
+)
 
 from .recovery import RecoveryReport, recover_partition
 from .retention import segments_to_delete
@@ -50,6 +66,7 @@ class LocalPartitionLog:
         self._unsynced_messages = 0
         self._unsynced_bytes = 0
         self._closed = False
+        self._fenced: tuple[Segment, tuple, str] | None = None  # (segment, mark to cut back to, why)
 
     @classmethod
     def open(cls, directory: str, policy: SegmentPolicy) -> "LocalPartitionLog":
@@ -91,7 +108,13 @@ class LocalPartitionLog:
     @property
     def size_bytes(self) -> int:
         """Bytes of whole batches in all segments."""
-        return self._sealed_bytes + self._segments[-1].size
+        last = self._segments[-1]
+        return self._sealed_bytes + (0 if last.sealed else last.size)  # a sealed last one: roll pending
+
+    @property
+    def writes_fenced(self) -> str | None:
+        """Why writes are refused (a failed append could not be cut back), or None."""
+        return None if self._fenced is None else self._fenced[2]
 
     def set_policy(self, policy: SegmentPolicy) -> None:
         """Swap the policy (e.g. after an UpdateTopic changed expiry or size caps).
@@ -110,20 +133,29 @@ class LocalPartitionLog:
         Checks only what storage relies on (admission verified the batch):
         ``base_offset`` (bytes 8..16) equals ``next_offset``, ``batch_length``
         (32..40) equals ``len(batch)``, ``message_count`` (48..52) is nonzero.
-        Raises OffsetMismatch, StorageError (malformed header, closed log, or
-        write failure, after which the log is as before the call).
+        Raises OffsetMismatch, StorageError (malformed header, closed log),
+        StorageWriteError (the write failed; the log is as before the call) or
+        WritesFenced (see the module doc).
         """
         self._check_open()
         length = len(batch)
         if length < MIN_BATCH_SIZE:
             raise StorageError(f"batch of {length} bytes is shorter than a header and one frame")
         base_offset, base_ts, batch_length, count = unpack_header(batch, 0)
+        if self._fenced is not None:
+            self._repair()
+        if self._segments[-1].sealed:  # the last roll could not make its new segment
+            self._open_next_segment()
         active = self._segments[-1]
         if base_offset != active.end_offset:
             raise OffsetMismatch(f"batch base_offset {base_offset} != next offset {active.end_offset}")
         if batch_length != length or count == 0:
             raise StorageError(f"batch_length {batch_length} / message_count {count} for {length} bytes")
-        active.append(batch, base_offset, base_ts, count)
+        mark = active.mark()
+        try:
+            active.append(batch, base_offset, base_ts, count)
+        except OSError as exc:
+            raise self._undo(active, mark, exc) from exc
         policy = self.policy
         if policy.enforce_fsync:
             active.sync()
@@ -136,17 +168,44 @@ class LocalPartitionLog:
             ):
                 self.sync()
         if active.size >= policy.segment_size:
-            self._rotate()
+            try:
+                self._rotate()
+            except (OSError, StorageError):
+                pass  # the batch is stored; the next append makes the new segment, or fails
+
+    def _undo(self, active: Segment, mark: tuple, exc: OSError) -> StorageWriteError:
+        """Cut a failed append back to ``mark``; the error to raise (WritesFenced when
+        the cut failed too: later appends retry it first)."""
+        failed = StorageWriteError.from_os_error(f"{active.log_path}: append at byte {mark[0]} failed", exc)
+        try:
+            active.rollback(mark)
+        except OSError as cut_exc:
+            why = f"{failed}; cutting it back failed too: {cut_exc}"
+            self._fenced = (active, mark, why)
+            return WritesFenced(f"{self.directory}: writes fenced: {why}", exc.errno)
+        return failed
+
+    def _repair(self) -> None:
+        """Retry the cut a fenced partition still owes; raises WritesFenced while it fails."""
+        seg, mark, why = self._fenced  # type: ignore[misc]
+        try:
+            seg.rollback(mark)
+        except OSError as exc:
+            raise WritesFenced(f"{self.directory}: writes fenced: {why}; retrying the cut: {exc}", exc.errno) from exc
+        self._fenced = None
 
     def _rotate(self) -> None:
         active = self._segments[-1]
         active.seal()  # syncs it
         self._sealed_bytes += active.size
         self._unsynced_messages = self._unsynced_bytes = 0
+        self._open_next_segment()
+
+    def _open_next_segment(self) -> None:
+        """Create the active segment after the sealed last one (raises StorageWriteError)."""
         prealloc = self.policy.segment_size if self.policy.preallocate_segments else 0
-        self._segments.append(
-            Segment.create(self.directory, active.end_offset, self.policy.index_interval_bytes, prealloc)
-        )
+        start = self._segments[-1].end_offset
+        self._segments.append(Segment.create(self.directory, start, self.policy.index_interval_bytes, prealloc))
 
     def sync(self) -> None:
         """fdatasync the active segment's .log and .index (sealed ones were synced when sealed)."""
@@ -260,6 +319,7 @@ class LocalPartitionLog:
             seg.delete()
         self._open_sealed.clear()
         self._segments = []
+        self._fenced = None
         fsync_dir(self.directory)
         prealloc = self.policy.segment_size if self.policy.preallocate_segments else 0
         self._segments.append(Segment.create(self.directory, 0, self.policy.index_interval_bytes, prealloc))
@@ -278,6 +338,8 @@ class LocalPartitionLog:
         self._check_open()
         if offset >= self.next_offset:
             return
+        if self._fenced is not None:
+            self._repair()
         offset = max(offset, self.log_start_offset)
         i = self._find(offset)
         seg = self._segments[i]

@@ -31,7 +31,7 @@ import struct
 import zlib
 from typing import Any
 
-from headwater.storage.api import StorageError
+from headwater.storage.api import StorageError, StorageWriteError
 
 from .segment import fsync_dir, pread_exact, pwrite_all
 
@@ -67,15 +67,31 @@ def _read_file(path: str) -> bytes | None:
 
 
 def _write_atomically(directory: str, path: str, data: bytes) -> None:
+    """Write ``path + '.tmp'``, fsync, rename over ``path``, fsync the directory.
+
+    Raises StorageWriteError when anything before the rename fails (the .tmp
+    file is removed; ``path`` is untouched). Once renamed, the new file is in
+    place: a failing directory fsync is not raised (callers treat the write as
+    done; the next rename in the directory fsyncs it again)."""
     tmp = path + ".tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        pwrite_all(fd, data, 0)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    fsync_dir(directory)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            pwrite_all(fd, data, 0)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except OSError as exc:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise StorageWriteError.from_os_error(f"{path}: write failed", exc) from exc
+    try:
+        fsync_dir(directory)
+    except OSError:
+        pass
 
 
 class LocalMetadataStore:
@@ -102,6 +118,8 @@ class LocalMetadataStore:
         self._snapshot_size = 0
         self._fd: int | None = None
         self._journal_size = 0
+        self._tail_dirty = False  # a failed put's bytes may still follow _journal_size
+        self._journal_stale = False  # a compaction's new journal could not be made
         self._load()
 
     # -- loading ---------------------------------------------------------------
@@ -183,12 +201,21 @@ class LocalMetadataStore:
                 state[key] = value
 
     def _new_journal(self) -> None:
+        """Replace the journal by an empty one of the current generation. On failure
+        (StorageWriteError) the store refuses puts until a retry succeeds: records
+        appended to the old journal would be ignored at load once a newer snapshot exists."""
+        self._journal_stale = True
+        _write_atomically(self.directory, self.journal_path, _FILE_HEADER.pack(JOURNAL_MAGIC, self._generation))
+        try:
+            fd = os.open(self.journal_path, os.O_RDWR)
+        except OSError as exc:
+            raise StorageWriteError.from_os_error(f"{self.journal_path}: cannot open", exc) from exc
         if self._fd is not None:
             os.close(self._fd)
-            self._fd = None
-        _write_atomically(self.directory, self.journal_path, _FILE_HEADER.pack(JOURNAL_MAGIC, self._generation))
-        self._fd = os.open(self.journal_path, os.O_RDWR)
+        self._fd = fd
         self._journal_size = HEADER_SIZE
+        self._tail_dirty = False
+        self._journal_stale = False
 
     # -- the MetadataStore interface -----------------------------------------
 
@@ -209,26 +236,40 @@ class LocalMetadataStore:
         self.put_many({key: value})
 
     def put_many(self, items: dict[str, Any | None]) -> None:
-        """Several puts in one journal record: all or none survive a crash."""
+        """Several puts in one journal record: all or none survive a crash.
+
+        Raises StorageWriteError when the write or its fdatasync fails (ENOSPC,
+        EIO...): the record is cut off again and the map is unchanged. A
+        compaction failing after a durable put is not the put's failure: it is
+        retried by a later put.
+        """
         if self._fd is None:
             raise StorageError(f"{self.journal_path}: metadata store is closed")
         if not items:
             return
         record, payload = _encode_record(items)
+        if self._journal_stale:
+            self._new_journal()
         position = self._journal_size
         try:
+            if self._tail_dirty:  # an earlier failed record could not be cut off then
+                os.ftruncate(self._fd, position)
+                self._tail_dirty = False
             pwrite_all(self._fd, record, position)
             os.fdatasync(self._fd)
         except OSError as exc:
             try:
                 os.ftruncate(self._fd, position)
             except OSError:
-                pass
-            raise StorageError(f"{self.journal_path}: write failed: {exc}") from exc
+                self._tail_dirty = True
+            raise StorageWriteError.from_os_error(f"{self.journal_path}: write failed", exc) from exc
         self._journal_size = position + len(record)
         self._apply(json.loads(payload))
         if self._journal_size > max(self.compact_bytes, self._snapshot_size):
-            self.compact()
+            try:
+                self.compact()
+            except StorageWriteError:
+                pass  # the put is durable in the journal; compaction is retried by the next put
 
     def compact(self) -> None:
         """Fold the journal into a new snapshot and start an empty journal."""
@@ -236,7 +277,7 @@ class LocalMetadataStore:
             raise StorageError(f"{self.journal_path}: metadata store is closed")
         record, _ = _encode_record(self._state)
         snapshot = _FILE_HEADER.pack(SNAPSHOT_MAGIC, self._generation + 1) + record
-        _write_atomically(self.directory, self.snapshot_path, snapshot)
+        _write_atomically(self.directory, self.snapshot_path, snapshot)  # before the rename: nothing changed
         self._generation += 1
         self._snapshot_size = len(snapshot)
         self._new_journal()

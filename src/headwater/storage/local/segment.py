@@ -25,7 +25,7 @@ from array import array
 
 from headwater.codec import batch as codec_batch
 from headwater.codec.batch import BATCH_HEADER_SIZE
-from headwater.storage.api import CorruptSegment, SegmentInfo, StorageError
+from headwater.storage.api import CorruptSegment, SegmentInfo, StorageError, StorageWriteError
 
 from .index import SegmentIndex, decode_entries, read_index_file
 
@@ -187,23 +187,33 @@ class Segment:
         """Create empty ``.log`` and ``.index`` files for a new active segment and
         fsync the directory. ``preallocate_bytes`` > 0 reserves that many log bytes.
 
-        Raises StorageError if the files already exist.
+        Raises StorageError if the files already exist, StorageWriteError when the
+        filesystem refuses them (ENOSPC, EIO...; whatever was made is removed again).
         """
         seg = cls(directory, start_offset, start_offset, 0, 0, index_interval_bytes)
         flags = os.O_RDWR | os.O_CREAT | os.O_EXCL
+        made: list[str] = []
         try:
             seg._fd = os.open(seg.log_path, flags, 0o644)
+            made.append(seg.log_path)
             index_fd = os.open(seg.index_path, flags, 0o644)
-        except FileExistsError as exc:
-            if seg._fd is not None:
-                os.close(seg._fd)
-            raise StorageError(f"segment file already exists: {exc.filename}") from exc
-        seg._index = SegmentIndex(seg.index_path, array("Q"), index_fd, index_interval_bytes)
-        seg.sealed = False
-        if preallocate_bytes > 0:
-            preallocate(seg._fd, preallocate_bytes)
-            seg._file_size = os.fstat(seg._fd).st_size
-        fsync_dir(directory)
+            made.append(seg.index_path)
+            seg._index = SegmentIndex(seg.index_path, array("Q"), index_fd, index_interval_bytes)
+            seg.sealed = False
+            if preallocate_bytes > 0:
+                preallocate(seg._fd, preallocate_bytes)
+                seg._file_size = os.fstat(seg._fd).st_size
+            fsync_dir(directory)
+        except OSError as exc:
+            seg.release()
+            for path in made:  # a half-made segment would block the next try (O_EXCL)
+                try:
+                    os.unlink(path)
+                except OSError:
+                    pass
+            if isinstance(exc, FileExistsError):
+                raise StorageError(f"segment file already exists: {exc.filename}") from exc
+            raise StorageWriteError.from_os_error(f"{seg.log_path}: cannot create the segment", exc) from exc
         return seg
 
     def activate(self, preallocate_bytes: int) -> None:
@@ -276,20 +286,13 @@ class Segment:
         """Write one batch at the end of the data; returns True if an index entry was written.
 
         The batch goes first, then its index entry, so an entry never names bytes
-        a process kill could lose. On a write error the log is cut back to its
-        previous length and StorageError raised.
+        a process kill could lose. Raises OSError from either write; the caller
+        then undoes the partial write with :meth:`rollback` to a :meth:`mark`
+        taken before (the in-memory size and end offset are not advanced).
         """
         position = self.size
         length = len(data)
-        try:
-            pwrite_all(self._fd, data, position)
-        except OSError as exc:
-            try:
-                os.ftruncate(self._fd, position)
-                self._file_size = position
-            except OSError:
-                pass
-            raise StorageError(f"{self.log_path}: write at byte {position} failed: {exc}") from exc
+        pwrite_all(self._fd, data, position)
         indexed = False
         if self._index.wants_entry(position):
             self._index.append(base_offset, base_timestamp_us, position)
@@ -301,6 +304,32 @@ class Segment:
         if base_timestamp_us > self.max_timestamp_us:
             self.max_timestamp_us = base_timestamp_us
         return indexed
+
+    def mark(self) -> tuple[int, int, int, int, bool, int]:
+        """The state :meth:`rollback` returns to: (size, end_offset, max_timestamp_us,
+        index entry count, index_dirty, file size)."""
+        return (self.size, self.end_offset, self.max_timestamp_us, len(self._index), self.index_dirty,
+                self._file_size)
+
+    def rollback(self, mark: tuple[int, int, int, int, bool, int]) -> None:
+        """Undo every write since ``mark`` (an active segment only): the in-memory state
+        first, then the files, index before log, so no entry names dropped bytes.
+
+        The .log is cut to the old size; a preallocated file is extended again
+        (a sparse run of zeros: the clean end of the data). Raises OSError when a
+        cut fails; the in-memory state is restored regardless (reads never look
+        past ``size``), and calling again retries the cut.
+        """
+        size, end_offset, max_ts, entries, dirty, file_size = mark
+        self.size = size
+        self.end_offset = end_offset
+        self.max_timestamp_us = max_ts
+        self.index_dirty = dirty
+        self._index.truncate_to_count(entries)
+        os.ftruncate(self._fd, size)
+        if file_size > size:
+            os.ftruncate(self._fd, file_size)
+        self._file_size = file_size
 
     def truncate(self, position: int, end_offset: int, max_timestamp_us: int) -> None:
         """Cut the log (and index) at ``position``, the start of the first dropped batch.

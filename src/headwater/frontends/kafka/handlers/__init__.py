@@ -10,6 +10,7 @@ from . import (  # noqa: F401
     describe_cluster,
     describe_configs,
     describe_groups,
+    describe_log_dirs,
     alter_configs,
     incremental_alter_configs,
     fetch,

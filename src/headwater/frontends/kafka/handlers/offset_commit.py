@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from ....core.groups.classic import Outcome
 from ....core.offsets import GROUP
+from ....core import errors as core_errors
 from .. import errors
 from ..registry import ApiKey, Context, kafka_api
 
@@ -44,7 +45,7 @@ def offset_commit(ctx: Context, request):
     group_error = errors.group_code(outcome) if outcome is not Outcome.OK else errors.NONE
     limit = ctx.config.offset_metadata_max_bytes
     commits = []  # written together below: one durable, atomic write per request
-    topics = []
+    answers = []  # per topic: (name, [(partition_index, code, committed?)])
     for t in request.topics:
         topic = names.resolve(t.name)
         parts = []
@@ -60,9 +61,20 @@ def offset_commit(ctx: Context, request):
             else:
                 commits.append((p, None if q.committed_offset < 0 else q.committed_offset, metadata))
                 code = errors.NONE
-            parts.append(ctx.build("OffsetCommitResponsePartition", partition_index=q.partition_index,
-                                   error_code=code))
-        topics.append(ctx.build("OffsetCommitResponseTopic", name=t.name, partitions=tuple(parts)))
+            parts.append((q.partition_index, code, code == errors.NONE))
+        answers.append((t.name, parts))
+    written_code = errors.NONE
     if commits:
-        broker.commit_many(GROUP, group_id, commits)
-    return ctx.response(throttle_time=0, topics=tuple(topics))
+        try:
+            broker.commit_many(GROUP, group_id, commits)
+        except core_errors.StorageWriteFailed as e:  # nothing was committed
+            written_code = errors.code_for(e)
+    topics = tuple(
+        ctx.build("OffsetCommitResponseTopic", name=name, partitions=tuple(
+            ctx.build("OffsetCommitResponsePartition", partition_index=index,
+                      error_code=written_code if committed else code)
+            for index, code, committed in parts
+        ))
+        for name, parts in answers
+    )
+    return ctx.response(throttle_time=0, topics=topics)

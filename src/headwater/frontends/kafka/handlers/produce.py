@@ -22,11 +22,16 @@ the producer learns of it and refreshes its metadata (as Kafka's
 ``KafkaApis.handleProduceRequest``); the partitions that succeeded stay
 written.
 
-Transactions are not implemented: a request with a transactional_id, or
-whose first batch of any partition has the transactional bit (Kafka's
+Transactions are not implemented: a request whose first batch of any
+partition has the transactional bit (Kafka's
 ``RequestUtils.hasTransactionalRecords``, checked before anything is
 written), gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition
-and writes nothing (acks=0: the connection is closed).
+and writes nothing (acks=0: the connection is closed). Like Kafka, the
+transactional_id itself (null, "" or any string) is looked at only then: a
+non-transactional batch is appended whatever it says.
+
+A write the filesystem refuses (disk full, EIO) gets KAFKA_STORAGE_ERROR (56)
+for its partition; nothing of that batch is kept.
 """
 
 from __future__ import annotations
@@ -140,7 +145,7 @@ def produce(ctx: Context, request):
     state: dict = {}
     responses = []
     failed = False
-    transactional = request.transactional_id is not None or _has_transactional_records(request)
+    transactional = _has_transactional_records(request)  # Kafka ignores transactional_id otherwise
     for td in request.topic_data:
         topic = None if transactional else names.resolve(td.name)
         parts = []
