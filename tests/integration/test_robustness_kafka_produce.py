@@ -19,10 +19,10 @@ import pytest
 
 from headwater.codec.kafka.record_batch import crc32c
 from kafka_wire import KafkaWire
-from test_kafka_wire import create_topic, produce, produce_request, record_batch, req
+from test_kafka_wire import create_topic, fetch_request, produce, produce_request, record_batch, req
 from test_robustness_kafka_wire import HealthyClient, alive, latest_offset, peak_rss_mb, raw_frame, tracebacks
 
-PRODUCE, INIT_PRODUCER_ID = 0, 22
+PRODUCE, FETCH, INIT_PRODUCER_ID = 0, 1, 22
 TOPIC = "robust-produce"
 
 # RecordBatch v2 header: baseOffset i64, batchLength i32, partitionLeaderEpoch i32, magic i8, crc u32,
@@ -288,6 +288,24 @@ def test_a_transactional_batch_without_transactional_id(server, topic, wire):
     r = produce(wire, topic, batch(GOOD, 1, attributes=0x10, producer_id=77, epoch=0, sequence=0))
     assert r.error_code == TXN_AUTH_FAILED
     assert latest_offset(wire, topic) == 1
+
+
+@pytest.mark.parametrize("version", [3, 9, 12])
+@pytest.mark.parametrize("transactional_id", ["", "not-a-transaction"])
+def test_a_transactional_id_with_a_non_transactional_batch_is_appended(server, wire, version, transactional_id):
+    # Kafka (KafkaApis.handleProduceRequest) looks at transactional_id only when the batch is
+    # transactional: "" (not null) or any id with a plain batch is appended
+    name = f"txn-id-{version}-{len(transactional_id)}"
+    assert create_topic(wire, name).error_code == 0
+    value = b"plain batch, transactional_id=%r" % transactional_id.encode()
+    request = produce_request(version, name, batch(record(value), 1))
+    r = wire.call(PRODUCE, version, type(request)(
+        transactional_id=transactional_id, acks=request.acks, timeout=request.timeout, topic_data=request.topic_data))
+    part = r.responses[0].partition_responses[0]
+    assert (part.error_code, part.base_offset) == (0, 0)
+    assert latest_offset(wire, name) == 1
+    fetched = wire.call(FETCH, 12, fetch_request(12, name, 0)).responses[0].partitions[0]
+    assert fetched.error_code == 0 and value in fetched.records
 
 
 def test_an_acks_zero_produce_that_fails_closes_the_connection(server, topic):

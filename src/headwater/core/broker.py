@@ -341,6 +341,8 @@ class Broker:
             self._apply_policy(t)
             self._save_topic(t)
         except (OSError, StorageError, errors.StorageWriteFailed) as e:
+            if isinstance(e, StorageWriteError):  # a refused metadata write was recorded by its store
+                self.health.write_failed("create partitions", str(e), e.no_space)
             self._discard_partitions(t, pids)
             self._apply_policy(t)
             log.error(

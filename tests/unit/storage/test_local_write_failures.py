@@ -17,7 +17,7 @@ from contextlib import contextmanager
 import pytest
 
 from headwater.codec.batch import read_header
-from headwater.storage.api import SegmentPolicy, StorageError, StorageWriteError
+from headwater.storage.api import SegmentPolicy, StorageError, StorageWriteError, WritesFenced
 from headwater.storage.local.log import LocalPartitionLog
 from headwater.storage.local.metadata import LocalMetadataStore
 
@@ -134,3 +134,29 @@ def test_a_compaction_that_fails_does_not_fail_the_durable_put(tmp_path):
     reopened = LocalMetadataStore(str(tmp_path), "catalog")
     assert reopened.load() == {"a": "y" * 150, "b": "z" * 250, "c": 1}
     reopened.close()
+
+
+def test_a_failed_append_that_cannot_be_cut_back_fences_writes_until_the_cut_succeeds(open_log):
+    # The active .log's descriptor is swapped (dup2) for a read-only one on the same file, as when
+    # the device turns read-only: the kernel refuses both the write (EBADF) and the cut back.
+    log = open_log(SegmentPolicy(index_interval_bytes=1))
+    kept = [append_next(log) for _ in range(2)]
+    fd = log._segments[-1]._fd
+    writable = os.dup(fd)
+    read_only = os.open(log._segments[-1].log_path, os.O_RDONLY)
+    os.dup2(read_only, fd)
+    try:
+        with pytest.raises(WritesFenced) as info:
+            append_next(log)
+        assert log.writes_fenced is not None and "cutting it back failed" in str(info.value)
+        with pytest.raises(WritesFenced):
+            append_next(log)  # still cannot cut: still fenced
+        assert [bytes(v) for v in log.read(0, 100, 1 << 20)] == kept  # reads go on
+    finally:
+        os.dup2(writable, fd)
+        os.close(writable)
+        os.close(read_only)
+    kept.append(append_next(log))  # the cut succeeds first, then the append
+    assert log.writes_fenced is None
+    assert [bytes(v) for v in log.read(0, 100, 1 << 20)] == kept
+    assert os.path.getsize(log._segments[-1].log_path) == 3 * BATCH
