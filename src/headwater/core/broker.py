@@ -455,7 +455,12 @@ class Broker:
         self.offsets.delete_where(t.stream_id, t.id)
         for p in t.partitions.values():
             if p.fenced is None:
-                p.log.purge()
+                try:
+                    p.log.purge()
+                except StorageError as e:  # emptied, but its new segment is made by the next append
+                    no_space = getattr(e, "no_space", False)
+                    self.health.write_failed("purge", str(e), no_space)
+                    raise errors.MessagesNotSaved(f"purge could not start a new segment: {e}", no_space) from e
             else:
                 self.engine.delete_partition(p.stream_id, p.topic_id, p.id)
                 policy = t.options.to_segment_policy(max(len(t.partitions), 1), self.validate_checksum)

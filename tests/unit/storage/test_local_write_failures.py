@@ -10,9 +10,6 @@ from __future__ import annotations
 
 import errno
 import os
-import resource
-import signal
-from contextlib import contextmanager
 
 import pytest
 
@@ -26,19 +23,6 @@ from storage_batches import stamped_batch
 BATCH = 700  # 3 messages of 100 B
 
 
-@contextmanager
-def file_size_limit(limit: int):
-    """Writes past ``limit`` bytes of any file fail with EFBIG while inside."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
-    old_handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
-    try:
-        yield
-    finally:
-        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
-        signal.signal(signal.SIGXFSZ, old_handler)
-
-
 def append_next(log, ts: int = 1_000_000) -> bytes:
     b = stamped_batch(log.next_offset, ts, 3, 100)
     log.append(b)
@@ -49,7 +33,7 @@ def file_sizes(directory: str) -> dict[str, int]:
     return {n: os.path.getsize(os.path.join(directory, n)) for n in sorted(os.listdir(directory))}
 
 
-def test_a_refused_append_leaves_no_torn_bytes_and_writes_resume(open_log):
+def test_a_refused_append_leaves_no_torn_bytes_and_writes_resume(open_log, file_size_limit):
     log = open_log(SegmentPolicy(index_interval_bytes=1))
     kept = [append_next(log) for _ in range(4)]
     before = file_sizes(log.directory)
@@ -92,7 +76,7 @@ def test_a_roll_that_cannot_make_its_segment_is_retried_by_the_next_append(open_
     assert [bytes(v) for v in log.read(0, 100, 1 << 20)] == kept
 
 
-def test_segment_creation_refused_by_the_filesystem_is_a_write_error(tmp_path):
+def test_segment_creation_refused_by_the_filesystem_is_a_write_error(tmp_path, file_size_limit):
     from headwater.storage.local.segment import Segment
 
     with file_size_limit(1000):
@@ -103,7 +87,7 @@ def test_segment_creation_refused_by_the_filesystem_is_a_write_error(tmp_path):
     Segment.create(str(tmp_path), 0, 4096, preallocate_bytes=4096).release()
 
 
-def test_a_refused_metadata_put_changes_nothing(tmp_path):
+def test_a_refused_metadata_put_changes_nothing(tmp_path, file_size_limit):
     store = LocalMetadataStore(str(tmp_path), "catalog")
     store.put("a", 1)
     size = os.path.getsize(store.journal_path)
@@ -120,7 +104,7 @@ def test_a_refused_metadata_put_changes_nothing(tmp_path):
     reopened.close()
 
 
-def test_a_compaction_that_fails_does_not_fail_the_durable_put(tmp_path):
+def test_a_compaction_that_fails_does_not_fail_the_durable_put(tmp_path, file_size_limit):
     store = LocalMetadataStore(str(tmp_path), "catalog", compact_bytes=200)
     store.put("a", "y" * 150)
     journal = os.path.getsize(store.journal_path)
@@ -160,3 +144,20 @@ def test_a_failed_append_that_cannot_be_cut_back_fences_writes_until_the_cut_suc
     assert log.writes_fenced is None
     assert [bytes(v) for v in log.read(0, 100, 1 << 20)] == kept
     assert os.path.getsize(log._segments[-1].log_path) == 3 * BATCH
+
+
+def test_a_purge_whose_new_segment_cannot_be_made_leaves_an_empty_log_that_appends_later(open_log):
+    log = open_log(SegmentPolicy(segment_size=2 * BATCH, index_interval_bytes=1))
+    for _ in range(5):
+        append_next(log)
+    assert log.delete_oldest_segments(1) == 1 and log.log_start_offset == 6
+    obstacle = os.path.join(log.directory, "00000000000000000000.index")
+    os.mkdir(obstacle)  # in the way of the new segment 0's index
+    with pytest.raises(StorageError):
+        log.purge()
+    assert log.next_offset == 0 and log.size_bytes == 0 and log.read(0, 10, 1 << 20) == []
+    assert sorted(os.listdir(log.directory)) == ["00000000000000000000.index"]  # only the obstacle
+    os.rmdir(obstacle)
+    first = append_next(log)
+    assert read_header(first).base_offset == 0
+    assert [bytes(v) for v in log.read(0, 10, 1 << 20)] == [first]

@@ -312,7 +312,9 @@ class LocalPartitionLog:
         """Delete every segment and start again empty at offset 0.
 
         Segments go oldest first, so a crash midway leaves a consistent log
-        that merely starts later.
+        that merely starts later. Raises StorageWriteError when the new
+        segment cannot be made: the log is then empty and the next append
+        makes it.
         """
         self._check_open()
         for seg in self._segments:
@@ -320,11 +322,14 @@ class LocalPartitionLog:
         self._open_sealed.clear()
         self._segments = []
         self._fenced = None
-        fsync_dir(self.directory)
-        prealloc = self.policy.segment_size if self.policy.preallocate_segments else 0
-        self._segments.append(Segment.create(self.directory, 0, self.policy.index_interval_bytes, prealloc))
         self._sealed_bytes = 0
         self._unsynced_messages = self._unsynced_bytes = 0
+        # an empty sealed stand-in first: if creating segment 0 fails (StorageWriteError), the log
+        # is empty with a roll pending, and the next append creates the segment
+        self._segments.append(Segment(self.directory, 0, 0, 0, 0, self.policy.index_interval_bytes))
+        fsync_dir(self.directory)
+        self._open_next_segment()
+        del self._segments[0]
 
     def truncate(self, offset: int) -> None:
         """Drop every message at or after ``offset``; the batch holding ``offset``
