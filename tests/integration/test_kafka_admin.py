@@ -111,3 +111,27 @@ def test_confluent_admin_configs_partitions_records_cluster(server):
     for f in a.delete_topics(["adm-c"]).values():
         assert f.result(10) is None
     assert "adm-c" not in a.list_topics(timeout=10).topics
+
+
+def test_kafka_python_describe_log_dirs_reports_the_data_directory(server):
+    from kafka import KafkaProducer
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    a = KafkaAdminClient(bootstrap_servers=server.kafka_address)
+    try:
+        a.create_topics([NewTopic("adm-logdirs", 2, 1)])
+        p = KafkaProducer(bootstrap_servers=server.kafka_address)
+        p.send("adm-logdirs", b"x" * 1000, partition=1).get(timeout=20)
+        p.close()
+        dirs = a.describe_log_dirs({"adm-logdirs": [1], "adm-missing": [0]})
+    finally:
+        a.close()
+    (broker,) = dirs
+    assert broker["broker"] == 1
+    (result,) = broker["log_dirs"]
+    assert result["error_code"] == 0 and result["log_dir"] == str(server.data_dir.resolve())
+    assert result["total_bytes"] > 0 and 0 < result["usable_bytes"] <= result["total_bytes"]
+    (topic,) = result["topics"]  # the unknown topic is left out, as in Kafka
+    assert topic["name"] == "adm-logdirs"
+    (part,) = topic["partitions"]
+    assert part["partition_index"] == 1 and part["partition_size"] > 1000 and part["offset_lag"] == 0
