@@ -60,9 +60,11 @@ class ServerProcess:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"server exited with {self.proc.returncode}:\n{self.log()}")
-            try:
-                with socket.create_connection(("127.0.0.1", self.tcp_port), timeout=0.2):
-                    return self
+            try:  # both listeners: a test may talk Kafka first
+                for port in (self.tcp_port, self.kafka_port):
+                    with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                        pass
+                return self
             except OSError:
                 time.sleep(0.05)
         raise RuntimeError(f"server did not start:\n{self.log()}")

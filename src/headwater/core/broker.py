@@ -557,7 +557,8 @@ class Broker:
         except StorageError as e:  # e.g. a segment file in the way of a roll
             raise self._append_failed(str(e), False) from e
         except OSError as e:  # a sync after the write (the batch itself was written whole)
-            raise self._append_failed(f"{partition.log!r}: sync failed: {e}", False) from e
+            where = f"partition {partition.stream_id}/{partition.topic_id}/{partition.id}"
+            raise self._append_failed(f"{where}: sync after the append failed: {e}", False) from e
         self.health.write_succeeded()
         return written
 
