@@ -11,7 +11,8 @@ raw frames then produce until the filesystem says ENOSPC. Expected:
   KAFKA_STORAGE_ERROR, and DescribeLogDirs reports the directory offline (56)
   with the volume's total and usable bytes (v4).
 - Every acknowledged message reads back byte-identical, while full too;
-  a refused metadata change leaves nothing behind.
+  a refused metadata change (create stream or topic, store offset) leaves
+  nothing behind (a refused CreateTopic is Iggy 3000 CannotCreatePartition).
 - Deleting the ballast brings writes back without a restart; a restart then
   finds nothing to repair.
 - The log says ``storage writes failing`` once per episode (error level) and
@@ -331,6 +332,20 @@ def test_a_full_disk_refuses_writes_keeps_everything_acknowledged_and_recovers(s
     created, refused, error = run(create_streams_until_refused(server))
     assert "Cannot write to file" in error, error  # Iggy 10006 in the SDK's words
     assert refused not in run(stream_names(server))
+    async def create_topic_while_full():
+        c = await sdk_client(server)
+        with pytest.raises(RuntimeError, match="Cannot create partition"):  # Iggy 3000, rolled back
+            await c.create_topic(STREAM, "refused-topic", 2)
+        return {t.name for t in await c.get_topics(STREAM)}
+
+    assert run(create_topic_while_full()) == {TOPIC}
+    assert os.listdir(os.path.join(server.data_dir, "streams", "0", "topics")) == ["0"]  # nothing half-made
+    w = KafkaWire(server.kafka_address)
+    try:
+        assert create_topic(w, "k-refused").error_code == KAFKA_STORAGE_ERROR
+        assert w.call(METADATA, 9, metadata_request(9, ["k-refused"], auto=False)).topics[0].error_code == 3
+    finally:
+        w.close()
     last, status = raw_store_offsets_until_refused(server)
     assert status == CANNOT_WRITE_TO_FILE
     assert stored_offset(server) == last

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import errno
 import os
+import resource
+import signal
+from contextlib import contextmanager
 
 import pytest
 
@@ -23,6 +26,19 @@ from storage_batches import stamped_batch
 BATCH = 700  # 3 messages of 100 B
 
 
+@contextmanager
+def file_size_limit(limit: int):
+    """Inside: writes or ``posix_fallocate`` past byte ``limit`` of any file fail with EFBIG."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    old_handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, old_handler)
+
+
 def append_next(log, ts: int = 1_000_000) -> bytes:
     b = stamped_batch(log.next_offset, ts, 3, 100)
     log.append(b)
@@ -33,7 +49,7 @@ def file_sizes(directory: str) -> dict[str, int]:
     return {n: os.path.getsize(os.path.join(directory, n)) for n in sorted(os.listdir(directory))}
 
 
-def test_a_refused_append_leaves_no_torn_bytes_and_writes_resume(open_log, file_size_limit):
+def test_a_refused_append_leaves_no_torn_bytes_and_writes_resume(open_log):
     log = open_log(SegmentPolicy(index_interval_bytes=1))
     kept = [append_next(log) for _ in range(4)]
     before = file_sizes(log.directory)
@@ -76,7 +92,7 @@ def test_a_roll_that_cannot_make_its_segment_is_retried_by_the_next_append(open_
     assert [bytes(v) for v in log.read(0, 100, 1 << 20)] == kept
 
 
-def test_segment_creation_refused_by_the_filesystem_is_a_write_error(tmp_path, file_size_limit):
+def test_segment_creation_refused_by_the_filesystem_is_a_write_error(tmp_path):
     from headwater.storage.local.segment import Segment
 
     with file_size_limit(1000):
@@ -87,7 +103,7 @@ def test_segment_creation_refused_by_the_filesystem_is_a_write_error(tmp_path, f
     Segment.create(str(tmp_path), 0, 4096, preallocate_bytes=4096).release()
 
 
-def test_a_refused_metadata_put_changes_nothing(tmp_path, file_size_limit):
+def test_a_refused_metadata_put_changes_nothing(tmp_path):
     store = LocalMetadataStore(str(tmp_path), "catalog")
     store.put("a", 1)
     size = os.path.getsize(store.journal_path)
@@ -104,7 +120,7 @@ def test_a_refused_metadata_put_changes_nothing(tmp_path, file_size_limit):
     reopened.close()
 
 
-def test_a_compaction_that_fails_does_not_fail_the_durable_put(tmp_path, file_size_limit):
+def test_a_compaction_that_fails_does_not_fail_the_durable_put(tmp_path):
     store = LocalMetadataStore(str(tmp_path), "catalog", compact_bytes=200)
     store.put("a", "y" * 150)
     journal = os.path.getsize(store.journal_path)
