@@ -317,11 +317,7 @@ class Broker:
         opts = self._parse_options(lambda: topt.TopicOptions.parse_create(options, partitions_count))
         now = self.clock()
         t = Topic(s.id, next_id(s.topics), name, now, opts)
-        try:
-            self._add_partitions(t, list(range(partitions_count)), now)
-        except errors.StorageFailure:
-            self._delete_files(self.engine.delete_topic, s.id, t.id)  # the new topic's directory too
-            raise
+        self._add_partitions(t, list(range(partitions_count)), now)
         s.topics[t.id] = t
         return t
 
