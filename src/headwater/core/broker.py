@@ -25,7 +25,7 @@ from . import errors
 from .catalog import Catalog, Stream, Topic, next_id, validate_name
 from .groups.assigned import AssignedGroup
 from .offsets import CONSUMER, GROUP, Committed, OffsetStore
-from .partition import Partition, RefusingLog
+from .partition import Appended, Partition, RefusingLog
 from .permissions import Permissions
 from .producers import ProducerStates
 from .users import USER_ACTIVE, User, Users
@@ -524,11 +524,13 @@ class Broker:
         topic.balanced_counter += 1
         return topic.partitions[pid]
 
-    def append(self, partition: Partition, batch: bytearray | memoryview, *, verified: bool = False) -> tuple[int, int]:
+    def append(self, partition: Partition, batch: bytearray | memoryview, *, verified: bool = False) -> Appended:
         """Verify (unless already ``verified``), stamp and append one batch.
 
-        Returns (base_offset, message_count). Raises InvalidBatch carrying the
-        Iggy batch error code.
+        Returns (base_offset, message_count, durable, duplicate=False): await
+        ``durable`` (when not None) before acknowledging (see :class:`Appended`).
+        Raises InvalidBatch carrying the Iggy batch error code, storage's
+        StorageError (SyncFailed once a failed sync fenced the partition).
         """
         try:
             return partition.append(batch, self.clock(), verified=verified)
@@ -742,11 +744,12 @@ class Broker:
         base_sequence: int,
         *,
         verified: bool = False,
-    ) -> tuple[int, int, bool]:
+    ) -> Appended:
         """:meth:`append` for a batch from an idempotent producer (see core.producers).
 
-        Returns (base_offset, message_count, duplicate): a duplicate is not
-        written and reports the original batch's offsets. Raises ProducerFenced,
+        Returns an :class:`Appended`: a duplicate is not written and reports the
+        original batch's offsets; its ``durable`` waits for a sync still pending
+        on the partition (the original may not be on disk yet). Raises ProducerFenced,
         OutOfOrderSequence, InvalidBatch, CorruptData. The producer state is
         durable before the batch is written.
         """
@@ -755,7 +758,7 @@ class Broker:
         states = self.producers
         dup = states.check(key, topic.created_at_us, producer_id, producer_epoch, base_sequence, count)
         if dup is not None:
-            return dup[0], dup[1] - dup[0] + 1, True
+            return Appended(dup[0], dup[1] - dup[0] + 1, p.log.pending_sync(), True)
         if p.fenced is not None:
             raise errors.CorruptData(p.fenced)
         # The sequence record is made durable BEFORE the batch is written: after a crash
@@ -765,13 +768,13 @@ class Broker:
         states.record(key, topic.created_at_us, producer_id, producer_epoch, base_sequence, count, base)
         states.flush()
         try:
-            written, count = self.append(p, batch, verified=verified)
+            done = self.append(p, batch, verified=verified)
         except Exception:
             states.truncate(key, base)  # the batch was not written: forget its record again
             states.flush()
             raise
-        assert written == base
-        return base, count, False
+        assert done.base_offset == base
+        return done
 
     # --- Consumer-group offset additions (issue 5) ---
     # Committed offsets looked up by consumer (kind, name) across every topic,

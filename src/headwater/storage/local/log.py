@@ -9,22 +9,27 @@ that makes the active segment reach ``segment_size``.
 
 Durability (per :class:`~headwater.storage.api.SegmentPolicy`): when
 :meth:`LocalPartitionLog.append` returns, the batch is in the OS page cache,
-so a process kill loses nothing. With ``enforce_fsync`` the .log (and the
-.index if it grew) are fdatasync'ed before returning; otherwise once
+so a process kill loses nothing. Syncs go through the log's group commit
+(:mod:`.flusher`), off the event loop: with ``enforce_fsync`` append returns
+a future completing once an fdatasync of the .log (and the .index if it
+grew) covering the batch returned; otherwise a sync nobody awaits starts once
 ``messages_required_to_save`` messages or ``size_of_messages_required_to_save``
-bytes were appended since the last sync, and when a segment is sealed.
+bytes were appended since the last one. Sealing a segment fdatasyncs it
+inline (once per segment). A failed sync fences the log (SyncFailed).
 
 One writer per partition: the object is not thread-safe.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 from bisect import bisect_right
 from collections import OrderedDict
 
 from headwater.storage.api import OffsetMismatch, RecoveryOutcome, SegmentInfo, SegmentPolicy, StorageError
 
+from .flusher import Flusher, GroupCommit, shared_flusher
 from .recovery import RecoveryReport, recover_partition
 from .retention import segments_to_delete
 from .segment import MIN_BATCH_SIZE, Segment, fsync_dir, unpack_header
@@ -40,7 +45,14 @@ class LocalPartitionLog:
     did, for the caller to log.
     """
 
-    def __init__(self, directory: str, policy: SegmentPolicy, segments: list[Segment], recovery: RecoveryReport):
+    def __init__(
+        self,
+        directory: str,
+        policy: SegmentPolicy,
+        segments: list[Segment],
+        recovery: RecoveryReport,
+        flusher: Flusher | None = None,
+    ):
         self.directory = directory
         self.policy = policy
         self.recovery = recovery
@@ -50,10 +62,17 @@ class LocalPartitionLog:
         self._unsynced_messages = 0
         self._unsynced_bytes = 0
         self._closed = False
+        self._commit = GroupCommit(
+            flusher or shared_flusher(),
+            directory,
+            lambda: self._segments[-1].sync_targets(),
+            lambda: self._segments[-1].sync(),
+        )
 
     @classmethod
-    def open(cls, directory: str, policy: SegmentPolicy) -> "LocalPartitionLog":
+    def open(cls, directory: str, policy: SegmentPolicy, flusher: Flusher | None = None) -> "LocalPartitionLog":
         """Open the log in ``directory`` (created if absent), recovering existing files.
+        Syncs run on ``flusher``'s threads (the process-wide one when None).
 
         Raises CorruptSegment when recovery refuses the partition (see
         :mod:`.recovery`), OSError on I/O failure.
@@ -69,7 +88,7 @@ class LocalPartitionLog:
             segments[-1].activate(prealloc)
         else:
             segments.append(Segment.create(directory, 0, policy.index_interval_bytes, prealloc))
-        return cls(directory, policy, segments, report)
+        return cls(directory, policy, segments, report, flusher)
 
     # -- properties ----------------------------------------------------------
 
@@ -104,16 +123,20 @@ class LocalPartitionLog:
         if self._closed:
             raise StorageError(f"{self.directory}: partition log is closed")
 
-    def append(self, batch: bytes | bytearray | memoryview) -> None:
+    def append(self, batch: bytes | bytearray | memoryview) -> asyncio.Future | None:
         """Append one stamped batch at ``next_offset``.
 
         Checks only what storage relies on (admission verified the batch):
         ``base_offset`` (bytes 8..16) equals ``next_offset``, ``batch_length``
         (32..40) equals ``len(batch)``, ``message_count`` (48..52) is nonzero.
-        Raises OffsetMismatch, StorageError (malformed header, closed log, or
-        write failure, after which the log is as before the call).
+        Returns, with ``enforce_fsync``, a future completing once a sync covering
+        the batch returned (SyncFailed if it failed); else None (also when no
+        event loop runs: the sync was then done inline). Raises OffsetMismatch,
+        StorageError (malformed header, closed log, or write failure, after which
+        the log is as before the call), SyncFailed (fenced log).
         """
         self._check_open()
+        self._commit.check()
         length = len(batch)
         if length < MIN_BATCH_SIZE:
             raise StorageError(f"batch of {length} bytes is shorter than a header and one frame")
@@ -125,8 +148,9 @@ class LocalPartitionLog:
             raise StorageError(f"batch_length {batch_length} / message_count {count} for {length} bytes")
         active.append(batch, base_offset, base_ts, count)
         policy = self.policy
+        durable = None
         if policy.enforce_fsync:
-            active.sync()
+            durable = self._commit.request(wait=True)
         else:
             self._unsynced_messages += count
             self._unsynced_bytes += length
@@ -134,13 +158,24 @@ class LocalPartitionLog:
                 self._unsynced_messages >= policy.messages_required_to_save
                 or self._unsynced_bytes >= policy.size_of_messages_required_to_save
             ):
-                self.sync()
+                self._unsynced_messages = self._unsynced_bytes = 0
+                self._commit.request(wait=False)
         if active.size >= policy.segment_size:
             self._rotate()
+        return durable
+
+    def pending_sync(self) -> asyncio.Future | None:
+        """A future completing once everything appended so far is synced (SyncFailed
+        if that fails), or None when no sync is pending. Raises SyncFailed when fenced."""
+        self._check_open()
+        return self._commit.barrier()
 
     def _rotate(self) -> None:
         active = self._segments[-1]
-        active.seal()  # syncs it
+        try:
+            active.seal()  # syncs it inline: a sealed segment is whole on disk
+        except OSError as exc:
+            raise self._commit.fence(exc) from exc
         self._sealed_bytes += active.size
         self._unsynced_messages = self._unsynced_bytes = 0
         prealloc = self.policy.segment_size if self.policy.preallocate_segments else 0
@@ -149,9 +184,10 @@ class LocalPartitionLog:
         )
 
     def sync(self) -> None:
-        """fdatasync the active segment's .log and .index (sealed ones were synced when sealed)."""
+        """fdatasync the active segment's .log and .index now, on this thread (sealed
+        ones were synced when sealed). Raises SyncFailed (and fences) on failure."""
         self._check_open()
-        self._segments[-1].sync()
+        self._commit.sync_inline()
         self._unsynced_messages = self._unsynced_bytes = 0
 
     # -- reads ---------------------------------------------------------------
@@ -298,10 +334,14 @@ class LocalPartitionLog:
         """Sync and close files; the object is unusable afterwards (StorageError)."""
         if self._closed:
             return
+        synced = False
         try:
-            self._segments[-1].sync()
+            if self._commit.fenced is None:  # a fenced log's unsynced bytes are not vouched for
+                self._segments[-1].sync()
+                synced = True
         finally:
             for seg in self._segments:
                 seg.release()
             self._open_sealed.clear()
             self._closed = True
+            self._commit.close(synced)
