@@ -223,7 +223,7 @@ class LocalEngine:
         for log in self._logs.values():
             try:
                 log.close()
-            except OSError as exc:  # keep closing the rest
+            except (OSError, StorageError) as exc:  # keep closing the rest
                 errors.append(exc)
         for store in self._stores.values():
             store.close()

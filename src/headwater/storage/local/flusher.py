@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
@@ -56,11 +57,13 @@ FLUSHER_THREADS = 4
 """Worker threads per engine: how many partitions can be in a sync at the same time."""
 
 
-def fdatasync_all(fds: list[int]) -> tuple[int, OSError | None]:
+def fdatasync_all(fds: list[int]) -> tuple[int, OSError | None, float]:
     """``os.fdatasync`` each fd in order, stopping at the first failure, then close
-    them all. Returns (fdatasync calls made, the failure or None). Runs in a worker."""
+    them all. Returns (fdatasync calls made, the failure or None, seconds spent).
+    Runs in a worker."""
     calls = 0
     error: OSError | None = None
+    t0 = time.perf_counter()
     try:
         for fd in fds:
             calls += 1
@@ -75,7 +78,7 @@ def fdatasync_all(fds: list[int]) -> tuple[int, OSError | None]:
                 os.close(fd)
             except OSError:
                 pass
-    return calls, error
+    return calls, error, time.perf_counter() - t0
 
 
 class Flusher:
@@ -85,7 +88,8 @@ class Flusher:
     ``rounds`` (sync rounds finished, failed ones included), ``fdatasync_calls``
     (``os.fdatasync`` calls made by rounds; inline syncs are not counted),
     ``acknowledged`` (waiters completed by a successful round), ``failed``
-    (waiters failed by a failed round or a fence).
+    (waiters failed by a failed round or a fence), ``sync_seconds`` (time the
+    workers spent in rounds, summed).
     """
 
     def __init__(self, threads: int = FLUSHER_THREADS):
@@ -94,6 +98,12 @@ class Flusher:
         self.fdatasync_calls = 0
         self.acknowledged = 0
         self.failed = 0
+        self.sync_seconds = 0.0
+
+    def stats(self) -> dict[str, int | float]:
+        """The counters, for a log line."""
+        return {"rounds": self.rounds, "fdatasync_calls": self.fdatasync_calls, "acknowledged": self.acknowledged,
+                "failed": self.failed, "sync_seconds": round(self.sync_seconds, 3)}
 
     def submit(self, loop: asyncio.AbstractEventLoop, fds: list[int]) -> asyncio.Future:
         """Run :func:`fdatasync_all` over ``fds`` (which it closes) in a worker thread."""
@@ -233,13 +243,16 @@ class GroupCommit:
         flusher = self.flusher
         flusher.rounds += 1
         try:
-            calls, error = done.result()
+            calls, error, seconds = done.result()
         except BaseException as exc:  # the executor itself failed (shut down)
-            calls, error = 0, OSError(str(exc))
+            calls, error, seconds = 0, OSError(str(exc)), 0.0
         flusher.fdatasync_calls += calls
-        if error is not None:
+        flusher.sync_seconds += seconds
+        if error is not None or self._failure is not None:
+            # a sync that failed meanwhile (inline: seal, close, sync()) may have been the one
+            # Linux reported this file's error to: this round's success proves nothing then
             self._waiters = waiters + self._waiters
-            self.fence(error)
+            self.fence(error or OSError("an earlier sync of this log failed"))
             return
         for fut in waiters:
             if not fut.done():  # a cancelled waiter (its client left) is skipped

@@ -331,13 +331,14 @@ class LocalPartitionLog:
         fsync_dir(self.directory)
 
     def close(self) -> None:
-        """Sync and close files; the object is unusable afterwards (StorageError)."""
+        """Sync and close files; the object is unusable afterwards (StorageError).
+        Raises SyncFailed when the final sync fails (the files are closed anyway)."""
         if self._closed:
             return
         synced = False
         try:
             if self._commit.fenced is None:  # a fenced log's unsynced bytes are not vouched for
-                self._segments[-1].sync()
+                self._commit.sync_inline()  # a failure fences (a round in flight fails too) and raises
                 synced = True
         finally:
             for seg in self._segments:

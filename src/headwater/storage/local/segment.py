@@ -268,21 +268,13 @@ class Segment:
             self.index_dirty = False
 
     def sync_targets(self) -> list[int]:
-        """Duplicates (``os.dup``) of the fds a sync must cover: the .log, and the
-        .index when entries were written since the last sync (``index_dirty`` is
-        cleared: the caller syncs them, then closes them). Empty for a sealed segment.
-        Raises OSError when no fd is left."""
+        """For a group-commit round: a duplicate (``os.dup``) of the .log fd, which the
+        caller fdatasyncs and closes; empty for a sealed segment. The .index is left
+        out: recovery re-adds missing entries from the log, and it is synced when
+        the segment is sealed or the log closed. Raises OSError when no fd is left."""
         if self._fd is None or self.sealed:
             return []
-        fds = [os.dup(self._fd)]
-        if self.index_dirty and self._index is not None and self._index.fd is not None:
-            try:
-                fds.append(os.dup(self._index.fd))
-            except OSError:
-                os.close(fds[0])
-                raise
-            self.index_dirty = False
-        return fds
+        return [os.dup(self._fd)]
 
     def info(self) -> SegmentInfo:
         return SegmentInfo(self.start_offset, self.end_offset, self.size, self.max_timestamp_us, self.sealed)
