@@ -11,9 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
-import subprocess
-import uuid
 
 import pytest
 
@@ -21,6 +18,7 @@ from headwater.storage.api import SegmentPolicy, StorageError, SyncFailed
 from headwater.storage.local.flusher import Flusher
 from headwater.storage.local.log import LocalPartitionLog
 
+from failing_disk import failing_disk
 from storage_batches import stamped_batch
 
 FSYNC = SegmentPolicy(enforce_fsync=True)
@@ -231,44 +229,16 @@ def test_a_round_that_returns_after_a_failed_inline_sync_acknowledges_nothing(ma
     assert flusher.acknowledged == 0 and flusher.failed == 1
 
 
-def _sh(*cmd: str) -> str:
-    return subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.strip()
-
-
 @pytest.fixture
-def failing_disk(tmp_path):
-    """A directory on ext4 (55 MiB) whose loop device's backing file lives on a 6 MiB
-    tmpfs: once about 6 MiB were written back, the device fails writes and fdatasync
-    returns EIO (Linux then reports the error once: the next fdatasync succeeds)."""
-    if os.geteuid() != 0 or not all(shutil.which(c) for c in ("losetup", "mkfs.ext4", "mount")):
-        pytest.skip("needs root, losetup and mkfs.ext4 (a loop device on a full tmpfs)")
-    back, mnt = tmp_path / "back", tmp_path / "mnt"
-    back.mkdir()
-    mnt.mkdir()
-    loop = None
-    try:
-        _sh("mount", "-t", "tmpfs", "-o", "size=6m", "tmpfs", str(back))
-        image = back / f"disk-{uuid.uuid4().hex}.img"
-        with open(image, "wb") as f:
-            f.truncate(64 << 20)
-        loop = _sh("losetup", "-f", "--show", str(image))
-        _sh("mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=1,lazy_journal_init=1", loop)
-        _sh("mount", loop, str(mnt))
-    except (subprocess.CalledProcessError, OSError) as exc:
-        pytest.skip(f"cannot build a failing disk here: {exc}")
-    try:
+def disk_that_fails(tmp_path):
+    with failing_disk(tmp_path) as mnt:
         yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
-        if loop:
-            subprocess.run(["losetup", "-d", loop], capture_output=True)
-        subprocess.run(["umount", "-l", str(back)], capture_output=True)
 
 
 def test_eio_from_a_failing_disk_fails_the_waiters_and_nothing_later_is_acknowledged(
-    make_log, flusher, failing_disk
+    make_log, flusher, disk_that_fails
 ):
-    log = make_log(SegmentPolicy(enforce_fsync=True, segment_size=1 << 30), directory=failing_disk / "p")
+    log = make_log(SegmentPolicy(enforce_fsync=True, segment_size=1 << 30), directory=disk_that_fails / "p")
     outcomes: list[list] = []
 
     async def go():
