@@ -15,7 +15,17 @@ Usage: ``python benchmarks/bench_fsync.py [--seconds 8] [--producers 4] [--sizes
   what had to be fdatasync'ed) and the send-to-acknowledgement latency p50/p99.
 - kafka: a confluent-kafka Producer (acks=all, linger.ms 5) sending messages of
   each size to a one-partition topic with ``enforce_fsync`` off, then on, for
-  ``--seconds``; latency is produce() to delivery callback (includes linger).
+  ``--seconds`` (throughput only: with the client's queue kept full, produce()
+  to delivery measures that queue).
+- latency: closed loop, one request in flight, ``--latency-sends`` times: an
+  apache-iggy send of one 100-B message, and a confluent-kafka produce + flush
+  (acks=all, linger 0); p50/p99 with ``enforce_fsync`` off and on.
+
+Each Headwater run gets a fresh server whose group-commit counters (rounds,
+acknowledgements per round, seconds the sync threads were busy) are printed
+next to it. The disk table is measured before and after the runs (this VM's
+disk varies a lot from minute to minute); "% of disk" is the log MB/s over the
+best sequential fdatasync MB/s seen in either.
 
 The server and clients share this machine's cores; figures are a floor.
 """
@@ -30,7 +40,6 @@ import json
 import shutil
 import signal
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -137,15 +146,15 @@ def _iggy_producer(port: int, topic: str, partition: int, size: int, start: floa
     out.put(asyncio.run(go()))
 
 
-async def _create_topic(port: int, topic: str, partitions: int, fsync: bool) -> None:
+async def _create_topic(port: int, topic: str, partitions: int, fsync: bool, stream: str = "bench") -> None:
     from apache_iggy import IggyClient
 
     c = IggyClient(f"127.0.0.1:{port}")
     await c.connect()
     await c.login_user("iggy", "iggy")
-    if await c.get_stream("bench") is None:
-        await c.create_stream("bench")
-    await c.create_topic("bench", topic, partitions, options={"enforce_fsync": "true" if fsync else "false"})
+    if await c.get_stream(stream) is None:
+        await c.create_stream(stream)
+    await c.create_topic(stream, topic, partitions, options={"enforce_fsync": "true" if fsync else "false"})
 
 
 def _log_bytes(data: str) -> int:
@@ -171,13 +180,12 @@ def iggy(port: int, data: str, fsync: bool, size: int, producers: int, partition
 
 
 def _row(messages: int, size: int, seconds: float, log_bytes: int, lat: list[float]) -> dict:
-    lat.sort()
     return {
         "msgs_s": messages / seconds,
         "payload_mb_s": messages * size / seconds / 1e6,
         "log_mb_s": log_bytes / seconds / 1e6,
-        "p50_ms": statistics.median(lat) * 1e3 if lat else float("nan"),
-        "p99_ms": lat[min(len(lat) - 1, int(len(lat) * 0.99))] * 1e3 if lat else float("nan"),
+        "p50_ms": _pct(lat, 0.5),
+        "p99_ms": _pct(lat, 0.99),
     }
 
 
@@ -185,50 +193,78 @@ def _row(messages: int, size: int, seconds: float, log_bytes: int, lat: list[flo
 
 
 def kafka(port: int, tcp: int, data: str, fsync: bool, size: int, seconds: float) -> dict:
+    """confluent-kafka throughput, acks=all, linger 5 ms (no latency: produce() to delivery
+    is dominated by the client's own queue when it is kept full)."""
     from confluent_kafka import Producer
 
     topic = f"k-{size}-{'fsync' if fsync else 'nofsync'}"
-    asyncio.run(_create_kafka_topic(tcp, topic, fsync))
+    asyncio.run(_create_topic(tcp, topic, 1, fsync, stream="kafka"))
     payload = os.urandom(size)
-    lat: list[float] = []
     acked = 0
 
     def delivered(err, msg) -> None:
         nonlocal acked
         acked += err is None
 
-    def timed(t0: float):
-        def cb(err, msg) -> None:
-            delivered(err, msg)
-            lat.append(time.perf_counter() - t0)
-        return cb
-
     p = Producer({"bootstrap.servers": f"127.0.0.1:{port}", "linger.ms": 5, "acks": "all"})
     before = _log_bytes(data)
-    end = time.perf_counter() + seconds
+    t0 = time.perf_counter()
     i = 0
-    while time.perf_counter() < end:
-        try:  # latency sampled on every 100th message
-            p.produce(topic, payload, partition=0, on_delivery=timed(time.perf_counter()) if i % 100 == 0 else delivered)
+    while time.perf_counter() - t0 < seconds:
+        try:
+            p.produce(topic, payload, partition=0, on_delivery=delivered)
             i += 1
         except BufferError:
             p.poll(0.005)
         if i % 1000 == 0:
             p.poll(0)
     p.flush(60)
-    elapsed = time.perf_counter() - end + seconds
-    return _row(acked, size, elapsed, _log_bytes(data) - before, lat)
+    elapsed = time.perf_counter() - t0
+    return _row(acked, size, elapsed, _log_bytes(data) - before, [])
 
 
-async def _create_kafka_topic(tcp: int, topic: str, fsync: bool) -> None:
-    from apache_iggy import IggyClient
+# --------------------------------------------------------------------------- latency
 
-    c = IggyClient(f"127.0.0.1:{tcp}")
-    await c.connect()
-    await c.login_user("iggy", "iggy")
-    if await c.get_stream("kafka") is None:
-        await c.create_stream("kafka")
-    await c.create_topic("kafka", topic, 1, options={"enforce_fsync": "true" if fsync else "false"})
+
+def latency(tcp: int, kafka_port: int, fsync: bool, sends: int) -> dict[str, list[float]]:
+    """Closed loop, one client at a time, one 100-B message per request: seconds from
+    sending to the acknowledgement, for apache-iggy send_messages and confluent-kafka
+    produce+flush (acks=all, linger 0)."""
+    from confluent_kafka import Producer
+
+    name = "lat-fsync" if fsync else "lat-nofsync"
+
+    async def iggy_loop() -> list[float]:
+        from apache_iggy import IggyClient, SendMessage
+
+        await _create_topic(tcp, name, 1, fsync)
+        c = IggyClient(f"127.0.0.1:{tcp}")
+        await c.connect()
+        await c.login_user("iggy", "iggy")
+        out = []
+        for _ in range(sends):
+            t0 = time.perf_counter()
+            await c.send_messages("bench", name, 0, [SendMessage(b"x" * 100)])
+            out.append(time.perf_counter() - t0)
+        return out
+
+    iggy_lat = asyncio.run(iggy_loop())
+    asyncio.run(_create_topic(tcp, name, 1, fsync, stream="kafka"))
+    p = Producer({"bootstrap.servers": f"127.0.0.1:{kafka_port}", "linger.ms": 0, "acks": "all"})
+    p.produce(name, b"warm-up", partition=0)
+    p.flush(30)
+    kafka_lat = []
+    for _ in range(sends):
+        t0 = time.perf_counter()
+        p.produce(name, b"x" * 100, partition=0)
+        p.flush(30)
+        kafka_lat.append(time.perf_counter() - t0)
+    return {"apache-iggy send_messages (1 x 100 B)": iggy_lat, "confluent-kafka produce+flush (acks=all)": kafka_lat}
+
+
+def _pct(lat: list[float], q: float) -> float:
+    lat = sorted(lat)
+    return lat[min(len(lat) - 1, int(len(lat) * q))] * 1e3 if lat else float("nan")
 
 
 # --------------------------------------------------------------------------- main
@@ -254,7 +290,8 @@ def main() -> None:
     ap.add_argument("--partitions", type=int, default=1)
     ap.add_argument("--sizes", default="100,1000")
     ap.add_argument("--disk-mb", type=int, default=256)
-    ap.add_argument("--only", default="disk,iggy,kafka")
+    ap.add_argument("--latency-sends", type=int, default=1000)
+    ap.add_argument("--only", default="disk,iggy,kafka,latency")
     ap.add_argument("--data-dir", default=None, help="parent of the server's data directory (default: a temp dir)")
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -290,6 +327,18 @@ def main() -> None:
             print(f"| {name} | {size} B | {'on' if fsync else 'off'} | {r['msgs_s']:,.0f} | {r['payload_mb_s']:,.1f} | "
                   f"{r['log_mb_s']:,.1f} | {share} | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} | {st['rounds']:,} | "
                   f"{per:.1f} | {100 * st['sync_seconds'] / args.seconds:.0f} % |", flush=True)
+        if "latency" in args.only:
+            print("\n| client (closed loop, one request at a time) | enforce_fsync | ack p50 ms | ack p99 ms |")
+            print("|---|---|---:|---:|")
+            for fsync in (False, True):
+                server = Server(parent)
+                try:
+                    lat = latency(server.tcp, server.kafka, fsync, args.latency_sends)
+                finally:
+                    server.stop()
+                for name, values in lat.items():
+                    print(f"| {name} | {'on' if fsync else 'off'} | {_pct(values, 0.5):.2f} | {_pct(values, 0.99):.2f} |",
+                          flush=True)
     finally:
         shutil.rmtree(parent, ignore_errors=True)
 
