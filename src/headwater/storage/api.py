@@ -41,8 +41,9 @@ class SegmentPolicy:
     """The storage-relevant topic options, as the broker hands them to an engine.
 
     ``segment_size``: soft rotation limit in bytes (rotation after the append that
-    crosses it). ``enforce_fsync``: fdatasync .log and .index before an append
-    returns. ``messages_required_to_save`` / ``size_of_messages_required_to_save``:
+    crosses it). ``enforce_fsync``: an append is to be acknowledged
+    only once an fdatasync covering it returned (``PartitionLog.append`` returns
+    what to await). ``messages_required_to_save`` / ``size_of_messages_required_to_save``:
     without enforce_fsync, fsync once this many messages / bytes were appended
     since the last sync. ``message_expiry_us``: sealed segments whose newest
     batch is older are deleted (0 = never). ``max_partition_bytes``: sealed

@@ -170,6 +170,18 @@ def test_close_with_a_round_in_flight(make_log, flusher, tmp_path):
 # -- failures ------------------------------------------------------------------
 
 
+def test_a_waiter_fails_rather_than_hangs_when_the_flusher_was_shut_down(make_log, flusher):
+    log = make_log()
+    flusher.close()
+
+    async def go():
+        with pytest.raises(SyncFailed):
+            await append_one(log)
+
+    asyncio.run(go())
+    assert flusher.failed == 1
+
+
 def test_a_failed_fdatasync_fails_every_waiter_and_fences_the_log(make_log, flusher):
     """The active segment's .log fd is swapped for a pipe after the writes: the round's
     fdatasync fails for real (EINVAL), so all its waiters and queued ones fail."""

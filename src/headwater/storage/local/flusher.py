@@ -162,7 +162,7 @@ class GroupCommit:
     def fence(self, exc: BaseException) -> SyncFailed:
         """Fence the log after a failed sync: fail every queued waiter. Returns the error."""
         if self._failure is None:
-            self._failure = f"{self.where}: fdatasync failed ({exc}); writes refused until restart"
+            self._failure = f"{self.where}: sync failed ({exc}); writes refused until restart"
         self._fail(self._waiters)
         self._waiters = []
         return SyncFailed(self._failure)
@@ -229,13 +229,16 @@ class GroupCommit:
             return
         waiters, self._waiters = self._waiters, []
         self._wanted = False
+        fds: list[int] = []
         try:
             fds = self._targets()
-        except OSError as exc:  # e.g. no fd left to dup: these waiters cannot be made durable
-            self._waiters = waiters
+            self._round = self.flusher.submit(loop, fds)
+        except (OSError, RuntimeError) as exc:  # no fd left to dup, or the flusher was shut down:
+            for fd in fds:  # these waiters cannot be made durable
+                os.close(fd)
+            self._waiters = waiters + self._waiters
             self.fence(exc)
             return
-        self._round = self.flusher.submit(loop, fds)
         self._round.add_done_callback(lambda done: self._finished(loop, waiters, done))
 
     def _finished(self, loop: asyncio.AbstractEventLoop, waiters: list[asyncio.Future], done: asyncio.Future) -> None:

@@ -11,8 +11,9 @@ Durability (per :class:`~headwater.storage.api.SegmentPolicy`): when
 :meth:`LocalPartitionLog.append` returns, the batch is in the OS page cache,
 so a process kill loses nothing. Syncs go through the log's group commit
 (:mod:`.flusher`), off the event loop: with ``enforce_fsync`` append returns
-a future completing once an fdatasync of the .log (and the .index if it
-grew) covering the batch returned; otherwise a sync nobody awaits starts once
+a future completing once an fdatasync of the active .log covering the batch
+returned (the .index is synced at seal and close: recovery re-adds entries a
+crash lost); otherwise a sync nobody awaits starts once
 ``messages_required_to_save`` messages or ``size_of_messages_required_to_save``
 bytes were appended since the last one. Sealing a segment fdatasyncs it
 inline (once per segment). A failed sync fences the log (SyncFailed).
