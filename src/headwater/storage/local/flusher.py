@@ -10,8 +10,9 @@ worker thread (``os.fdatasync`` releases the GIL) and are shared:
   ``asyncio.Future`` that the front-end awaits before acknowledging.
 * A *round* starts on the next loop iteration after a request and takes every
   waiter registered up to that moment: it ``os.dup``'s the active segment's
-  ``.log`` fd (and ``.index`` fd when entries were written since the last
-  round), then one worker runs ``os.fdatasync`` on each. The futures of those
+  ``.log`` fd, then a worker runs ``os.fdatasync`` on it. (The ``.index`` is
+  not synced per round: recovery re-adds entries a crash lost from the log,
+  and it is synced when the segment is sealed or closed.) The futures of those
   waiters complete when the round returned; appends that arrive meanwhile are
   accepted and queue for the next round, which starts as soon as this one
   ends. At most one round per partition log is in flight; rounds of different
@@ -21,6 +22,8 @@ worker thread (``os.fdatasync`` releases the GIL) and are shared:
   awaits it.
 * Without a running event loop (tools, synchronous tests, boot) a request
   syncs inline, as before.
+* After the round of a waiter returned, a front-end may acknowledge it; a
+  waiter whose client went away (cancelled future) is skipped.
 
 The dup'd fds keep the file open for the worker even if the log rotates,
 truncates or closes the segment meanwhile: a sync never hits a closed or
