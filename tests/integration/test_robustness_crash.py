@@ -81,6 +81,18 @@ def _check(acked: dict, stored: dict) -> None:
     assert not missing and not altered, f"{len(missing)} acknowledged messages lost, {len(altered)} altered"
 
 
+def kill_restart_rounds(server, rng: random.Random, rounds: int = 5) -> None:
+    """``rounds`` times: send until a random number of batches is acknowledged, SIGKILL,
+    restart, and check every acknowledged message (topics as in TOPICS, stream "crash")."""
+    acked: dict = {}
+    for _ in range(rounds):
+        sent = run(_produce(server, acked, rng, rng.randint(50, 400), server.kill), 90)
+        assert sent >= 30
+        server.start()
+        _check(acked, run(_read_back(server)))
+    healthy(server)
+
+
 def test_repeated_sigkill_during_sends_loses_nothing(fresh_server):
     async def setup():
         c = await sdk_client(fresh_server)
@@ -88,14 +100,7 @@ def test_repeated_sigkill_during_sends_loses_nothing(fresh_server):
         await c.create_topic("crash", "plain", 2)
         await c.create_topic("crash", "prealloc", 1, segment_size=MIB, preallocate_segments=True)
     run(setup())
-    rng = random.Random(20240601)
-    acked: dict = {}
-    for round_ in range(5):
-        sent = run(_produce(fresh_server, acked, rng, rng.randint(50, 400), fresh_server.kill), 90)
-        assert sent >= 30
-        fresh_server.start()
-        _check(acked, run(_read_back(fresh_server)))
-    healthy(fresh_server)
+    kill_restart_rounds(fresh_server, random.Random(20240601))
 
 
 def test_sigterm_under_load_exits_0_and_keeps_everything(fresh_server):

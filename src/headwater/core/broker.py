@@ -10,6 +10,7 @@ run on the event loop's thread; identifiers are ``int`` (0-based id) or
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from dataclasses import dataclass, field
@@ -25,7 +26,7 @@ from . import errors
 from .catalog import Catalog, Stream, Topic, next_id, validate_name
 from .groups.assigned import AssignedGroup
 from .offsets import CONSUMER, GROUP, Committed, OffsetStore
-from .partition import Partition, RefusingLog
+from .partition import Appended, Partition, RefusingLog
 from .permissions import Permissions
 from .storage_health import GuardedStore, StorageHealth
 from .producers import ProducerStates
@@ -541,12 +542,15 @@ class Broker:
         topic.balanced_counter += 1
         return topic.partitions[pid]
 
-    def append(self, partition: Partition, batch: bytearray | memoryview, *, verified: bool = False) -> tuple[int, int]:
+    def append(self, partition: Partition, batch: bytearray | memoryview, *, verified: bool = False) -> Appended:
         """Verify (unless already ``verified``), stamp and append one batch.
 
-        Returns (base_offset, message_count). Raises InvalidBatch carrying the
-        Iggy batch error code, MessagesNotSaved when the filesystem refused the
-        write (nothing of it is kept; see :mod:`.storage_health` for the logging).
+        Returns (base_offset, message_count, durable, duplicate=False): await
+        ``durable`` (when not None) before acknowledging (see :class:`Appended`).
+        Raises InvalidBatch carrying the Iggy batch error code, MessagesNotSaved
+        when the filesystem refused the write (nothing of it is kept; see
+        :mod:`.storage_health` for the logging) or a failed sync fenced the
+        partition (storage's SyncFailed).
         """
         try:
             written = partition.append(batch, self.clock(), verified=verified)
@@ -560,7 +564,18 @@ class Broker:
             where = f"partition {partition.stream_id}/{partition.topic_id}/{partition.id}"
             raise self._append_failed(f"{where}: sync after the append failed: {e}", False) from e
         self.health.write_succeeded()
+        if written.durable is not None:
+            written = written._replace(durable=asyncio.ensure_future(self._durable(partition, written.durable)))
         return written
+
+    async def _durable(self, partition: Partition, pending) -> None:
+        """Await storage's sync of an append, turning its failure (SyncFailed: the log
+        is fenced) into MessagesNotSaved, logged as a storage episode."""
+        try:
+            await pending
+        except StorageError as e:
+            where = f"partition {partition.stream_id}/{partition.topic_id}/{partition.id}"
+            raise self._append_failed(f"{where}: {e}", getattr(e, "no_space", False)) from e
 
     def _append_failed(self, error: str, no_space: bool) -> errors.MessagesNotSaved:
         self.health.write_failed("append", error, no_space)
@@ -773,11 +788,12 @@ class Broker:
         base_sequence: int,
         *,
         verified: bool = False,
-    ) -> tuple[int, int, bool]:
+    ) -> Appended:
         """:meth:`append` for a batch from an idempotent producer (see core.producers).
 
-        Returns (base_offset, message_count, duplicate): a duplicate is not
-        written and reports the original batch's offsets. Raises ProducerFenced,
+        Returns an :class:`Appended`: a duplicate is not written and reports the
+        original batch's offsets; its ``durable`` waits for a sync still pending
+        on the partition (the original may not be on disk yet). Raises ProducerFenced,
         OutOfOrderSequence, InvalidBatch, CorruptData. The producer state is
         durable before the batch is written.
         """
@@ -786,7 +802,11 @@ class Broker:
         states = self.producers
         dup = states.check(key, topic.created_at_us, producer_id, producer_epoch, base_sequence, count)
         if dup is not None:
-            return dup[0], dup[1] - dup[0] + 1, True
+            try:
+                pending = p.log.pending_sync()
+            except StorageError as e:  # SyncFailed: the log is fenced
+                raise self._append_failed(str(e), getattr(e, "no_space", False)) from e
+            return Appended(dup[0], dup[1] - dup[0] + 1, None if pending is None else asyncio.ensure_future(self._durable(p, pending)), True)
         if p.fenced is not None:
             raise errors.CorruptData(p.fenced)
         # The sequence record is made durable BEFORE the batch is written: after a crash
@@ -800,7 +820,7 @@ class Broker:
             states.truncate(key, base)  # not durable: forget the record (the next flush writes that)
             raise
         try:
-            written, count = self.append(p, batch, verified=verified)
+            done = self.append(p, batch, verified=verified)
         except Exception:
             states.truncate(key, base)  # the batch was not written: forget its record again
             try:
@@ -808,8 +828,8 @@ class Broker:
             except errors.StorageWriteFailed:
                 pass  # kept dirty for the next flush; a durable record past the log's end is trimmed at boot
             raise
-        assert written == base
-        return base, count, False
+        assert done.base_offset == base
+        return done
 
     # --- Consumer-group offset additions (issue 5) ---
     # Committed offsets looked up by consumer (kind, name) across every topic,

@@ -8,11 +8,28 @@ backwards within a partition. Batches arrive already verified
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Awaitable, Callable, NamedTuple
 
 from ..codec import batch as batch_codec
 from ..storage.api import CorruptSegment, PartitionLog, RecoveryOutcome, SegmentInfo, SegmentPolicy
 from . import errors
+
+
+class Appended(NamedTuple):
+    """What an append did.
+
+    ``base_offset`` / ``message_count``: the stored batch's offsets. ``durable``:
+    None when there is nothing to wait for, else an awaitable that completes
+    once the batch is on stable storage (the topic's ``enforce_fsync``) and
+    raises storage's SyncFailed (a StorageError) when the sync failed: a
+    front-end acknowledges the batch only after awaiting it. ``duplicate``: an
+    idempotent producer's retry, answered with the original batch's offsets.
+    """
+
+    base_offset: int
+    message_count: int
+    durable: Awaitable[None] | None = None
+    duplicate: bool = False
 
 
 class RefusingLog:
@@ -46,6 +63,9 @@ class RefusingLog:
 
     def sync(self) -> None:
         pass
+
+    def pending_sync(self) -> None:
+        return None
 
     def set_policy(self, policy: SegmentPolicy) -> None:
         pass
@@ -101,10 +121,10 @@ class Partition:
         return len(self.log.segments())
 
     # --- writes ---
-    def append(self, batch: bytearray | memoryview, now_us: int, *, verified: bool = False) -> tuple[int, int]:
+    def append(self, batch: bytearray | memoryview, now_us: int, *, verified: bool = False) -> Appended:
         """Admit one batch: verify it (unless ``verified``), stamp it in place and append it.
 
-        Returns (base_offset, message_count). ``batch`` must be writable.
+        Returns its offsets and durability (:class:`Appended`). ``batch`` must be writable.
         Raises the batch codec's CodecError subclasses for a batch that fails
         admission (the partition is left unchanged), CorruptData when the
         partition is fenced.
@@ -118,11 +138,11 @@ class Partition:
             count = batch_codec.read_header(batch).message_count
         else:
             count = batch_codec.verify_and_stamp(batch, self.id, base_offset, ts).message_count
-        self.log.append(batch)
+        durable = self.log.append(batch)
         self._last_ts = ts
         for listener in list(self._listeners):
             listener(self)
-        return base_offset, count
+        return Appended(base_offset, count, durable)
 
     def add_listener(self, fn: Callable[["Partition"], None]) -> None:
         self._listeners.append(fn)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import errno as _errno
 from dataclasses import dataclass
-from typing import Any, Iterable, Protocol, Sequence
+from typing import Any, Awaitable, Iterable, Protocol, Sequence
 
 
 class StorageError(Exception):
@@ -62,13 +62,20 @@ class WritesFenced(StorageWriteError):
     tail. Reads are unaffected (they never look past the last good batch)."""
 
 
+class SyncFailed(StorageWriteError):
+    """An fdatasync of a partition log failed (EIO, ENOSPC, ...). The log is fenced:
+    what was written since its last good sync is never acknowledged, and appends
+    are refused until the server restarts (recovery then checks the files)."""
+
+
 @dataclass(frozen=True, slots=True)
 class SegmentPolicy:
     """The storage-relevant topic options, as the broker hands them to an engine.
 
     ``segment_size``: soft rotation limit in bytes (rotation after the append that
-    crosses it). ``enforce_fsync``: fdatasync .log and .index before an append
-    returns. ``messages_required_to_save`` / ``size_of_messages_required_to_save``:
+    crosses it). ``enforce_fsync``: an append is to be acknowledged
+    only once an fdatasync covering it returned (``PartitionLog.append`` returns
+    what to await). ``messages_required_to_save`` / ``size_of_messages_required_to_save``:
     without enforce_fsync, fsync once this many messages / bytes were appended
     since the last sync. ``message_expiry_us``: sealed segments whose newest
     batch is older are deleted (0 = never). ``max_partition_bytes``: sealed
@@ -139,13 +146,22 @@ class PartitionLog(Protocol):
     def size_bytes(self) -> int:
         """Bytes of batches stored in all segments."""
 
-    def append(self, batch: bytes | bytearray | memoryview) -> None:
+    def append(self, batch: bytes | bytearray | memoryview) -> Awaitable[None] | None:
         """Append one stamped batch; its base_offset must equal ``next_offset``.
 
-        On return the bytes are in the OS (a process kill loses nothing); they
-        are on stable storage too when the policy says ``enforce_fsync``.
-        Raises OffsetMismatch, StorageError.
+        On return the bytes are in the OS (a process kill loses nothing) and
+        readable. With ``enforce_fsync`` the result is an awaitable that
+        completes once they are on stable storage (an fdatasync covering them
+        returned) and raises SyncFailed if that sync failed: acknowledge the
+        batch only after it. None when there is nothing to wait for (no
+        ``enforce_fsync``, or the sync was done before returning). Raises
+        OffsetMismatch, StorageError (SyncFailed once the log is fenced).
         """
+
+    def pending_sync(self) -> Awaitable[None] | None:
+        """An awaitable completing once every batch appended so far is on stable
+        storage (raising SyncFailed if a sync fails), or None when no sync is
+        pending. Raises SyncFailed when the log is fenced."""
 
     def read(self, start_offset: int, max_messages: int, max_bytes: int) -> list[memoryview]:
         """Whole stored batches holding offsets >= start_offset, oldest first.

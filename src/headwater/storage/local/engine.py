@@ -27,6 +27,7 @@ from typing import Iterable
 
 from headwater.storage.api import CorruptSegment, SegmentPolicy, StorageError
 
+from .flusher import Flusher
 from .log import LocalPartitionLog
 from .metadata import LocalMetadataStore
 from .segment import fsync_dir
@@ -56,7 +57,8 @@ class LocalEngine:
     """The ``file:`` :class:`~headwater.storage.api.StorageEngine`.
 
     ``open_partition`` returns the already-open log for the same ids (one
-    writer per partition), after applying the given policy to it.
+    writer per partition), after applying the given policy to it. Its logs'
+    syncs run on ``flusher`` (:mod:`.flusher`; its counters are public).
     """
 
     def __init__(self, path: str):
@@ -65,6 +67,7 @@ class LocalEngine:
         self._logs: dict[tuple[int, int, int], LocalPartitionLog] = {}
         self._stores: dict[str, LocalMetadataStore] = {}
         self._closed = False
+        self.flusher = Flusher()
         for sub in ("streams", "metadata", "trash"):
             self._makedirs(os.path.join(self.path, sub))
         trash = os.path.join(self.path, "trash")
@@ -132,7 +135,7 @@ class LocalEngine:
         if not create and not os.path.isdir(directory):
             raise CorruptSegment(f"partition directory {directory} is missing: its data is lost or moved")
         self._makedirs(directory)
-        log = LocalPartitionLog.open(directory, policy)
+        log = LocalPartitionLog.open(directory, policy, self.flusher)
         self._logs[key] = log
         return log
 
@@ -229,11 +232,12 @@ class LocalEngine:
         for log in self._logs.values():
             try:
                 log.close()
-            except OSError as exc:  # keep closing the rest
+            except (OSError, StorageError) as exc:  # keep closing the rest
                 errors.append(exc)
         for store in self._stores.values():
             store.close()
         self._logs.clear()
         self._stores.clear()
+        self.flusher.close()
         if errors:
             raise StorageError(f"closing partition logs failed: {errors}")

@@ -9,10 +9,14 @@ that makes the active segment reach ``segment_size``.
 
 Durability (per :class:`~headwater.storage.api.SegmentPolicy`): when
 :meth:`LocalPartitionLog.append` returns, the batch is in the OS page cache,
-so a process kill loses nothing. With ``enforce_fsync`` the .log (and the
-.index if it grew) are fdatasync'ed before returning; otherwise once
+so a process kill loses nothing. Syncs go through the log's group commit
+(:mod:`.flusher`), off the event loop: with ``enforce_fsync`` append returns
+a future completing once an fdatasync of the active .log covering the batch
+returned (the .index is synced at seal and close: recovery re-adds entries a
+crash lost); otherwise a sync nobody awaits starts once
 ``messages_required_to_save`` messages or ``size_of_messages_required_to_save``
-bytes were appended since the last sync, and when a segment is sealed.
+bytes were appended since the last one. Sealing a segment fdatasyncs it
+inline (once per segment). A failed sync fences the log (SyncFailed).
 
 Write failures (ENOSPC, EDQUOT, EIO...): a failed append is undone (index
 and log cut back to the last good size) and raised as StorageWriteError; if
@@ -27,6 +31,7 @@ One writer per partition: the object is not thread-safe.
 
 from __future__ import annotations
 
+import asyncio
 import os
 from bisect import bisect_right
 from collections import OrderedDict
@@ -41,6 +46,7 @@ from headwater.storage.api import (
     WritesFenced,
 )
 
+from .flusher import Flusher, GroupCommit, shared_flusher
 from .recovery import RecoveryReport, recover_partition
 from .retention import segments_to_delete
 from .segment import MIN_BATCH_SIZE, Segment, fsync_dir, unpack_header
@@ -56,7 +62,14 @@ class LocalPartitionLog:
     did, for the caller to log.
     """
 
-    def __init__(self, directory: str, policy: SegmentPolicy, segments: list[Segment], recovery: RecoveryReport):
+    def __init__(
+        self,
+        directory: str,
+        policy: SegmentPolicy,
+        segments: list[Segment],
+        recovery: RecoveryReport,
+        flusher: Flusher | None = None,
+    ):
         self.directory = directory
         self.policy = policy
         self.recovery = recovery
@@ -67,10 +80,17 @@ class LocalPartitionLog:
         self._unsynced_bytes = 0
         self._closed = False
         self._fenced: tuple[Segment, tuple, str] | None = None  # (segment, mark to cut back to, why)
+        self._commit = GroupCommit(
+            flusher or shared_flusher(),
+            directory,
+            lambda: self._segments[-1].sync_targets(),
+            lambda: self._segments[-1].sync(),
+        )
 
     @classmethod
-    def open(cls, directory: str, policy: SegmentPolicy) -> "LocalPartitionLog":
+    def open(cls, directory: str, policy: SegmentPolicy, flusher: Flusher | None = None) -> "LocalPartitionLog":
         """Open the log in ``directory`` (created if absent), recovering existing files.
+        Syncs run on ``flusher``'s threads (the process-wide one when None).
 
         Raises CorruptSegment when recovery refuses the partition (see
         :mod:`.recovery`), OSError on I/O failure.
@@ -86,7 +106,7 @@ class LocalPartitionLog:
             segments[-1].activate(prealloc)
         else:
             segments.append(Segment.create(directory, 0, policy.index_interval_bytes, prealloc))
-        return cls(directory, policy, segments, report)
+        return cls(directory, policy, segments, report, flusher)
 
     # -- properties ----------------------------------------------------------
 
@@ -127,17 +147,21 @@ class LocalPartitionLog:
         if self._closed:
             raise StorageError(f"{self.directory}: partition log is closed")
 
-    def append(self, batch: bytes | bytearray | memoryview) -> None:
+    def append(self, batch: bytes | bytearray | memoryview) -> asyncio.Future | None:
         """Append one stamped batch at ``next_offset``.
 
         Checks only what storage relies on (admission verified the batch):
         ``base_offset`` (bytes 8..16) equals ``next_offset``, ``batch_length``
         (32..40) equals ``len(batch)``, ``message_count`` (48..52) is nonzero.
-        Raises OffsetMismatch, StorageError (malformed header, closed log),
-        StorageWriteError (the write failed; the log is as before the call) or
-        WritesFenced (see the module doc).
+        Returns, with ``enforce_fsync``, a future completing once a sync covering
+        the batch returned (SyncFailed if it failed); else None (also when no
+        event loop runs: the sync was then done inline). Raises OffsetMismatch,
+        StorageError (malformed header, closed log), StorageWriteError (the write
+        failed; the log is as before the call), WritesFenced (see the module doc)
+        or SyncFailed (a failed sync fenced the log).
         """
         self._check_open()
+        self._commit.check()
         length = len(batch)
         if length < MIN_BATCH_SIZE:
             raise StorageError(f"batch of {length} bytes is shorter than a header and one frame")
@@ -157,8 +181,9 @@ class LocalPartitionLog:
         except OSError as exc:
             raise self._undo(active, mark, exc) from exc
         policy = self.policy
+        durable = None
         if policy.enforce_fsync:
-            active.sync()
+            durable = self._commit.request(wait=True)
         else:
             self._unsynced_messages += count
             self._unsynced_bytes += length
@@ -166,12 +191,14 @@ class LocalPartitionLog:
                 self._unsynced_messages >= policy.messages_required_to_save
                 or self._unsynced_bytes >= policy.size_of_messages_required_to_save
             ):
-                self.sync()
+                self._unsynced_messages = self._unsynced_bytes = 0
+                self._commit.request(wait=False)
         if active.size >= policy.segment_size:
             try:
                 self._rotate()
             except (OSError, StorageError):
                 pass  # the batch is stored; the next append makes the new segment, or fails
+        return durable
 
     def _undo(self, active: Segment, mark: tuple, exc: OSError) -> StorageWriteError:
         """Cut a failed append back to ``mark``; the error to raise (WritesFenced when
@@ -194,9 +221,18 @@ class LocalPartitionLog:
             raise WritesFenced(f"{self.directory}: writes fenced: {why}; retrying the cut: {exc}", exc.errno) from exc
         self._fenced = None
 
+    def pending_sync(self) -> asyncio.Future | None:
+        """A future completing once everything appended so far is synced (SyncFailed
+        if that fails), or None when no sync is pending. Raises SyncFailed when fenced."""
+        self._check_open()
+        return self._commit.barrier()
+
     def _rotate(self) -> None:
         active = self._segments[-1]
-        active.seal()  # syncs it
+        try:
+            active.seal()  # syncs it inline: a sealed segment is whole on disk
+        except OSError as exc:
+            raise self._commit.fence(exc) from exc
         self._sealed_bytes += active.size
         self._unsynced_messages = self._unsynced_bytes = 0
         self._open_next_segment()
@@ -208,9 +244,10 @@ class LocalPartitionLog:
         self._segments.append(Segment.create(self.directory, start, self.policy.index_interval_bytes, prealloc))
 
     def sync(self) -> None:
-        """fdatasync the active segment's .log and .index (sealed ones were synced when sealed)."""
+        """fdatasync the active segment's .log and .index now, on this thread (sealed
+        ones were synced when sealed). Raises SyncFailed (and fences) on failure."""
         self._check_open()
-        self._segments[-1].sync()
+        self._commit.sync_inline()
         self._unsynced_messages = self._unsynced_bytes = 0
 
     # -- reads ---------------------------------------------------------------
@@ -362,13 +399,18 @@ class LocalPartitionLog:
         fsync_dir(self.directory)
 
     def close(self) -> None:
-        """Sync and close files; the object is unusable afterwards (StorageError)."""
+        """Sync and close files; the object is unusable afterwards (StorageError).
+        Raises SyncFailed when the final sync fails (the files are closed anyway)."""
         if self._closed:
             return
+        synced = False
         try:
-            self._segments[-1].sync()
+            if self._commit.fenced is None:  # a fenced log's unsynced bytes are not vouched for
+                self._commit.sync_inline()  # a failure fences (a round in flight fails too) and raises
+                synced = True
         finally:
             for seg in self._segments:
                 seg.release()
             self._open_sealed.clear()
             self._closed = True
+            self._commit.close(synced)

@@ -277,6 +277,15 @@ class Segment:
                 self._index.sync()
             self.index_dirty = False
 
+    def sync_targets(self) -> list[int]:
+        """For a group-commit round: a duplicate (``os.dup``) of the .log fd, which the
+        caller fdatasyncs and closes; empty for a sealed segment. The .index is left
+        out: recovery re-adds missing entries from the log, and it is synced when
+        the segment is sealed or the log closed. Raises OSError when no fd is left."""
+        if self._fd is None or self.sealed:
+            return []
+        return [os.dup(self._fd)]
+
     def info(self) -> SegmentInfo:
         return SegmentInfo(self.start_offset, self.end_offset, self.size, self.max_timestamp_us, self.sealed)
 

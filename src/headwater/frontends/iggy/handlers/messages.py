@@ -23,7 +23,7 @@ from ._common import require
 
 
 @iggy_command(Command.SEND_MESSAGES)
-def send_messages(ctx: Context, req: w.SendMessages) -> bytes:
+async def send_messages(ctx: Context, req: w.SendMessages) -> bytes:
     t = ctx.broker.topic(req.stream_id, req.topic_id)
     require(ctx.checker.send_messages(t.stream_id, t.id), "send messages")
     kind = req.partitioning.kind
@@ -34,8 +34,10 @@ def send_messages(ctx: Context, req: w.SendMessages) -> bytes:
     else:
         p = ctx.broker.route(t, "balanced", None)
     batch = req.batch if not isinstance(req.batch.obj, bytes) else bytearray(req.batch)
-    base_offset, _ = ctx.broker.append(p, batch)
-    return w.encode_send_messages_reply([w.SendConfirmation(t.stream_id, t.id, p.id, base_offset)])
+    done = ctx.broker.append(p, batch)
+    if done.durable is not None:  # enforce_fsync: reply once a sync covering the batch returned
+        await done.durable
+    return w.encode_send_messages_reply([w.SendConfirmation(t.stream_id, t.id, p.id, done.base_offset)])
 
 
 def consumer_key(t: Topic, consumer) -> tuple[str, str]:

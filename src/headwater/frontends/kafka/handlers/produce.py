@@ -15,8 +15,11 @@ UNSUPPORTED_COMPRESSION_TYPE, MESSAGE_TOO_LARGE) and stored as one Iggy batch.
 A batch larger than the topic's ``max.message.bytes`` gets MESSAGE_TOO_LARGE.
 Batches with a producer id go through the idempotence checks
 (``core.producers``): a duplicate is answered with its original offsets.
-acks 0, 1 and -1 all mean "appended to the log" (one node; fsync per the
-topic's options); other acks INVALID_REQUIRED_ACKS. acks=0 gets no
+acks 0, 1 and -1 all mean "appended to the log": there is one node, so the
+in-sync replica set acks=-1 waits for is the leader alone. With the topic's
+``enforce_fsync`` the response leaves only once a group-commit fdatasync
+covering every written batch returned (a failed one answers that partition
+KAFKA_STORAGE_ERROR); other acks INVALID_REQUIRED_ACKS. acks=0 gets no
 response; when any partition failed the connection is closed instead, so
 the producer learns of it and refreshes its metadata (as Kafka's
 ``KafkaApis.handleProduceRequest``); the partitions that succeeded stay
@@ -66,7 +69,7 @@ def _partition_error(ctx: Context, index: int, code: int, message: str | None = 
     )
 
 
-def _produce_partition(ctx: Context, topic, index: int, records, now_ms: int, state: dict):
+def _produce_partition(ctx: Context, topic, index: int, records, now_ms: int, state: dict, durable: list):
     broker = ctx.broker
     p = topic.partitions.get(index)
     if p is None:
@@ -90,11 +93,13 @@ def _produce_partition(ctx: Context, topic, index: int, records, now_ms: int, st
         batch = bytearray(iggy)
         if info.producer_id >= 0:
             state["idempotent"] = True
-            base, _count, _dup = broker.append_idempotent(
+            done = broker.append_idempotent(
                 topic, p, batch, info.producer_id, info.producer_epoch, info.base_sequence, verified=True
             )
         else:
-            base, _count = broker.append(p, batch, verified=True)
+            done = broker.append(p, batch, verified=True)
+        base = done.base_offset
+        durable.append(done.durable)
     except KafkaCodecError as e:
         return _partition_error(ctx, index, e.error_code, e.message, e.record_errors)
     except core_errors.BrokerError as e:
@@ -132,8 +137,26 @@ def _has_transactional_records(request) -> bool:
     return any(_first_batch_transactional(pd.records) for td in request.topic_data for pd in td.partition_data)
 
 
+async def _await_durable(ctx: Context, topics: list, durable: list) -> None:
+    """Wait for the syncs of the partitions written (``durable`` holds one awaitable or
+    None per successful partition response, in order); a failed one answers its partition
+    KAFKA_STORAGE_ERROR instead."""
+    pending = iter(durable)
+    for _name, parts in topics:
+        for i, part in enumerate(parts):
+            if part.error_code != 0:
+                continue
+            waiting = next(pending)
+            if waiting is None:
+                continue
+            try:
+                await waiting
+            except core_errors.BrokerError as e:  # MessagesNotSaved: the sync failed
+                parts[i] = _partition_error(ctx, part.index, errors.code_for(e), str(e))
+
+
 @kafka_api(ApiKey.PRODUCE, versions=(0, 12))
-def produce(ctx: Context, request):
+async def produce(ctx: Context, request):
     if ctx.version < 3:
         try:
             return legacy_unsupported(ctx.version, request)
@@ -143,8 +166,8 @@ def produce(ctx: Context, request):
     now_ms = time.time_ns() // 1_000_000
     names = ctx.frontend.names
     state: dict = {}
-    responses = []
-    failed = False
+    topics: list[tuple[str, list]] = []
+    durable: list = []
     transactional = _has_transactional_records(request)  # Kafka ignores transactional_id otherwise
     for td in request.topic_data:
         topic = None if transactional else names.resolve(td.name)
@@ -160,11 +183,14 @@ def produce(ctx: Context, request):
                 code = errors.UNKNOWN_TOPIC_OR_PARTITION if is_valid_name(td.name) else errors.INVALID_TOPIC_EXCEPTION
                 parts.append(_partition_error(ctx, pd.index, code, f"topic {td.name!r} not found"))
             else:
-                parts.append(_produce_partition(ctx, topic, pd.index, pd.records, now_ms, state))
-            failed = failed or parts[-1].error_code != 0
-        responses.append(ctx.build("TopicProduceResponse", name=td.name, partition_responses=tuple(parts)))
+                parts.append(_produce_partition(ctx, topic, pd.index, pd.records, now_ms, state, durable))
+        topics.append((td.name, parts))
     if state:
         ctx.broker.producers.flush()
+    if any(d is not None for d in durable):
+        await _await_durable(ctx, topics, durable)
+    failed = any(part.error_code != 0 for _name, parts in topics for part in parts)
+    responses = [ctx.build("TopicProduceResponse", name=name, partition_responses=tuple(parts)) for name, parts in topics]
     if acks == 0:
         if failed:
             raise errors.CloseConnection("an acks=0 Produce failed")

@@ -1,0 +1,297 @@
+"""Group commit: one fdatasync, run off the event loop, covers many appends.
+
+Why: ``os.fdatasync`` takes a disk round trip (hundreds of µs to ms). Called
+inline per append it stalls the event loop, and every producer waits for
+every other producer's sync in turn. Here a partition log's syncs run in a
+worker thread (``os.fdatasync`` releases the GIL) and are shared:
+
+* An append writes its bytes (``os.pwrite``, on the loop thread), then asks
+  its :class:`GroupCommit` for durability. With ``enforce_fsync`` it gets an
+  ``asyncio.Future`` that the front-end awaits before acknowledging.
+* A *round* starts on the next loop iteration after a request and takes every
+  waiter registered up to that moment: it ``os.dup``'s the active segment's
+  ``.log`` fd, then a worker runs ``os.fdatasync`` on it. (The ``.index`` is
+  not synced per round: recovery re-adds entries a crash lost from the log,
+  and it is synced when the segment is sealed or closed.) The futures of those
+  waiters complete when the round returned; appends that arrive meanwhile are
+  accepted and queue for the next round, which starts as soon as this one
+  ends. At most one round per partition log is in flight; rounds of different
+  partitions run in parallel on the :class:`Flusher`'s threads.
+* Without ``enforce_fsync`` the periodic sync (``messages_required_to_save`` /
+  ``size_of_messages_required_to_save``) is a round with no waiters: nothing
+  awaits it.
+* Without a running event loop (tools, synchronous tests, boot) a request
+  syncs inline, as before.
+* After the round of a waiter returned, a front-end may acknowledge it; a
+  waiter whose client went away (cancelled future) is skipped.
+
+The dup'd fds keep the file open for the worker even if the log rotates,
+truncates or closes the segment meanwhile: a sync never hits a closed or
+reused fd number. Sealing a segment still fdatasyncs it inline (once per
+``segment_size`` bytes), so a sealed segment is always whole on disk and
+recovery never meets a torn segment before the last one.
+
+Failure: a failed fdatasync (EIO, ENOSPC, ...) fences the log. Linux may
+mark the dirty pages of a failed writeback clean and drop them, and reports
+the error to one fsync only, so a later fsync "succeeding" proves nothing.
+Hence (fence, not truncate-and-continue): every waiter of that round and
+every queued waiter fails with :class:`~headwater.storage.api.SyncFailed`,
+every later append, sync or durability wait raises it, and nothing written
+since the last good round is ever acknowledged. Restarting the server
+reopens the log; recovery then verifies what reached the disk and cuts a
+torn tail. Reads keep being served (batches are re-verified when the policy
+says ``validate_checksum``).
+
+Thread use: all bookkeeping runs on the event loop thread; the worker only
+calls ``os.fdatasync`` and ``os.close`` on its own fds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable
+
+from headwater.storage.api import StorageError, SyncFailed
+
+FLUSHER_THREADS = 4
+"""Worker threads per engine: how many partitions can be in a sync at the same time."""
+
+
+def fdatasync_all(fds: list[int]) -> tuple[int, OSError | None, float]:
+    """``os.fdatasync`` each fd in order, stopping at the first failure, then close
+    them all. Returns (fdatasync calls made, the failure or None, seconds spent).
+    Runs in a worker."""
+    calls = 0
+    error: OSError | None = None
+    t0 = time.perf_counter()
+    try:
+        for fd in fds:
+            calls += 1
+            try:
+                os.fdatasync(fd)
+            except OSError as exc:
+                error = exc
+                break
+    finally:
+        for fd in fds:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+    return calls, error, time.perf_counter() - t0
+
+
+class Flusher:
+    """The worker threads that run sync rounds, shared by an engine's partition logs.
+
+    Counters (read on the loop thread; tests and benchmarks use them):
+    ``rounds`` (sync rounds finished, failed ones included), ``fdatasync_calls``
+    (``os.fdatasync`` calls made by rounds; inline syncs are not counted),
+    ``acknowledged`` (waiters completed by a successful round), ``failed``
+    (waiters failed by a failed round or a fence), ``sync_seconds`` (time the
+    workers spent in rounds, summed).
+    """
+
+    def __init__(self, threads: int = FLUSHER_THREADS):
+        self._executor = ThreadPoolExecutor(threads, thread_name_prefix="headwater-fsync")
+        self.rounds = 0
+        self.fdatasync_calls = 0
+        self.acknowledged = 0
+        self.failed = 0
+        self.sync_seconds = 0.0
+
+    def stats(self) -> dict[str, int | float]:
+        """The counters, for a log line."""
+        return {"rounds": self.rounds, "fdatasync_calls": self.fdatasync_calls, "acknowledged": self.acknowledged,
+                "failed": self.failed, "sync_seconds": round(self.sync_seconds, 3)}
+
+    def submit(self, loop: asyncio.AbstractEventLoop, fds: list[int]) -> asyncio.Future:
+        """Run :func:`fdatasync_all` over ``fds`` (which it closes) in a worker thread."""
+        return loop.run_in_executor(self._executor, fdatasync_all, fds)
+
+    def close(self) -> None:
+        """Wait for rounds in flight, then stop the threads."""
+        self._executor.shutdown(wait=True)
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+class GroupCommit:
+    """One partition log's sync scheduling (see the module docstring).
+
+    ``targets()`` returns fresh duplicates of the fds a sync must cover (the
+    round closes them); ``sync_inline()`` fdatasyncs the same files on the
+    calling thread. ``where`` names the log in errors. Not thread-safe: use it
+    from the log's one writer (the event loop thread).
+    """
+
+    __slots__ = (
+        "flusher", "where", "_targets", "_sync_inline", "_waiters", "_wanted", "_scheduled", "_round",
+        "_failure", "_closed",
+    )
+
+    def __init__(self, flusher: Flusher, where: str, targets: Callable[[], list[int]], sync_inline: Callable[[], None]):
+        self.flusher = flusher
+        self.where = where
+        self._targets = targets
+        self._sync_inline = sync_inline
+        self._waiters: list[asyncio.Future] = []
+        self._wanted = False  # a round without waiters was asked for (periodic sync)
+        self._scheduled = False  # a round start is queued with call_soon
+        self._round: asyncio.Future | None = None
+        self._failure: str | None = None  # why the log is fenced
+        self._closed = False
+
+    # -- state -----------------------------------------------------------------
+
+    @property
+    def fenced(self) -> str | None:
+        """Why a failed sync fenced the log, or None."""
+        return self._failure
+
+    def check(self) -> None:
+        """Raise SyncFailed when the log is fenced."""
+        if self._failure is not None:
+            raise SyncFailed(self._failure)
+
+    def fence(self, exc: BaseException) -> SyncFailed:
+        """Fence the log after a failed sync: fail every queued waiter. Returns the error."""
+        if self._failure is None:
+            self._failure = f"{self.where}: sync failed ({exc}); writes refused until restart"
+        self._fail(self._waiters)
+        self._waiters = []
+        return SyncFailed(self._failure)
+
+    def _fail(self, waiters: list[asyncio.Future], reason: str | None = None) -> None:
+        for fut in waiters:
+            if not fut.done():
+                error = SyncFailed(self._failure) if reason is None else StorageError(reason)
+                fut.set_exception(error)
+                self.flusher.failed += 1
+
+    # -- requests ----------------------------------------------------------------
+
+    def request(self, wait: bool) -> asyncio.Future | None:
+        """Ask for a sync of everything written so far.
+
+        ``wait``: return a future that completes when a round covering it
+        returned (raises SyncFailed if that round failed); otherwise the round
+        is not awaited (None). Without a running event loop the sync is done
+        inline and None returned. Raises SyncFailed when the log is fenced, or
+        when the inline sync fails (which fences it).
+        """
+        self.check()
+        loop = _running_loop()
+        if loop is None:
+            self.sync_inline()
+            return None
+        fut: asyncio.Future | None = None
+        if wait:
+            fut = loop.create_future()
+            self._waiters.append(fut)
+        else:
+            self._wanted = True
+        if self._round is None and not self._scheduled:
+            self._scheduled = True
+            loop.call_soon(self._start, loop)
+        return fut
+
+    def barrier(self) -> asyncio.Future | None:
+        """A future completing once everything written so far is synced, or None when
+        nothing is waiting for a sync (or no event loop runs). Raises SyncFailed when fenced."""
+        self.check()
+        if self._round is None and not self._waiters and not self._scheduled:
+            return None
+        return self.request(wait=True)
+
+    def sync_inline(self) -> None:
+        """fdatasync on this thread (blocking); a failure fences the log and raises SyncFailed."""
+        self.check()
+        try:
+            self._sync_inline()
+        except OSError as exc:
+            raise self.fence(exc) from exc
+
+    # -- rounds ------------------------------------------------------------------
+
+    def _start(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._scheduled = False
+        if self._round is not None:
+            return
+        if self._closed or self._failure is not None:
+            return  # close() / fence() settled the waiters
+        if not self._waiters and not self._wanted:
+            return
+        waiters, self._waiters = self._waiters, []
+        self._wanted = False
+        fds: list[int] = []
+        try:
+            fds = self._targets()
+            self._round = self.flusher.submit(loop, fds)
+        except (OSError, RuntimeError) as exc:  # no fd left to dup, or the flusher was shut down:
+            for fd in fds:  # these waiters cannot be made durable
+                os.close(fd)
+            self._waiters = waiters + self._waiters
+            self.fence(exc)
+            return
+        self._round.add_done_callback(lambda done: self._finished(loop, waiters, done))
+
+    def _finished(self, loop: asyncio.AbstractEventLoop, waiters: list[asyncio.Future], done: asyncio.Future) -> None:
+        self._round = None
+        flusher = self.flusher
+        flusher.rounds += 1
+        try:
+            calls, error, seconds = done.result()
+        except BaseException as exc:  # the executor itself failed (shut down)
+            calls, error, seconds = 0, OSError(str(exc)), 0.0
+        flusher.fdatasync_calls += calls
+        flusher.sync_seconds += seconds
+        if error is not None or self._failure is not None:
+            # a sync that failed meanwhile (inline: seal, close, sync()) may have been the one
+            # Linux reported this file's error to: this round's success proves nothing then
+            self._waiters = waiters + self._waiters
+            self.fence(error or OSError("an earlier sync of this log failed"))
+            return
+        for fut in waiters:
+            if not fut.done():  # a cancelled waiter (its client left) is skipped
+                fut.set_result(None)
+                flusher.acknowledged += 1
+        if self._closed:
+            return
+        if self._waiters or self._wanted:
+            self._start(loop)
+
+    def close(self, synced: bool) -> None:
+        """The log closed after a final inline sync (``synced``: it succeeded). Waiters not
+        in a round in flight complete when it did and no round is in flight (a round
+        in flight might be the one that consumes a sync error); otherwise they fail."""
+        self._closed = True
+        waiters, self._waiters = self._waiters, []
+        if synced and self._round is None and self._failure is None:
+            for fut in waiters:
+                if not fut.done():
+                    fut.set_result(None)
+                    self.flusher.acknowledged += 1
+        elif self._failure is not None:
+            self._fail(waiters)
+        else:
+            self._fail(waiters, f"{self.where}: closed before a sync covered this write")
+
+
+_SHARED: Flusher | None = None
+
+
+def shared_flusher() -> Flusher:
+    """The process-wide Flusher for logs opened without one (created on first use)."""
+    global _SHARED
+    if _SHARED is None:
+        _SHARED = Flusher()
+    return _SHARED
