@@ -33,7 +33,8 @@ from typing import Mapping
 from . import _native
 from .config import Config, parse_address
 from .core.broker import Broker
-from .core.users import check_password
+from .core.errors import BrokerError
+from .core.users import check_password, validate_password, validate_username
 from .frontends import listener as listener_mod
 from .frontends.iggy.server import make_iggy_serve
 from .frontends.kafka.server import make_kafka_serve
@@ -48,12 +49,14 @@ DEFAULT_ROOT_PASSWORD = "iggy"
 
 class StartupError(Exception):
     """The server cannot start. ``option`` is the config key at fault (``"tcp.address"``),
-    ``problem`` a one-line reason."""
+    ``problem`` a one-line reason; ``bad_value``: the option's value is wrong (not the
+    machine's state)."""
 
-    def __init__(self, option: str, problem: str):
+    def __init__(self, option: str, problem: str, *, bad_value: bool = False):
         super().__init__(f"{option}: {problem}")
         self.option = option
         self.problem = problem
+        self.bad_value = bad_value
 
 
 @dataclass
@@ -111,6 +114,21 @@ class App:
             await listener.stop()
         self.broker.close()
         log.info("stopped")
+
+
+def check_root_credentials(config: Config) -> None:
+    """Part of step 1: requested root credentials must be valid on every start, not
+    only the first (as Iggy validates them). Raises StartupError; never shows the password."""
+    try:
+        if config.root.username:
+            validate_username(config.root.username)
+    except BrokerError as e:
+        raise StartupError("root.username", str(e), bad_value=True) from None
+    try:
+        if config.root.password:
+            validate_password(config.root.password)
+    except BrokerError as e:
+        raise StartupError("root.password", str(e), bad_value=True) from None
 
 
 def lock_data_dir(config: Config) -> EngineLock:
@@ -238,7 +256,9 @@ def ensure_root(
 async def start(
     config: Config, *, fresh: bool = False, default_root: bool = False, sources: Mapping[str, str] | None = None
 ) -> App:
-    """Steps 2-6 of the start-up order. Raises StartupError."""
+    """Steps 2-6 of the start-up order (and the root credentials' part of step 1).
+    Raises StartupError."""
+    check_root_credentials(config)
     lock = lock_data_dir(config)
     try:
         bound = bind_listeners(config, sources)

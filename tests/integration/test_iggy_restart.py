@@ -1,6 +1,6 @@
 """Durability through the official SDK: a SIGTERM restart keeps streams, topics, messages,
 users, tokens, consumer groups and stored offsets; a SIGKILL keeps every acknowledged
-message. And the root user's credentials on first start (``app.prepare``).
+message. And the root user's credentials on first start (``app.ensure_root``).
 """
 
 from __future__ import annotations

@@ -20,11 +20,12 @@ from test_iggy_restart import all_messages, login
 PREFIX = "headwater: cannot start: "
 
 
-def serve_fails(data_dir, *args: str, env: dict | None = None, tcp: str | None = None, kafka: str | None = None):
+def serve_fails(data_dir, *args: str, env: dict | None = None, tcp: str | None = None, kafka: str | None = None,
+                code: int | None = None):
     """Run ``headwater serve`` expecting it to refuse; returns its one stderr line.
 
-    Asserts: a non-zero exit, exactly one line on stderr, nothing on stdout (no
-    password printed), no traceback anywhere."""
+    Asserts: a non-zero exit (``code`` if given), exactly one line on stderr, nothing
+    on stdout (no password printed), no traceback anywhere."""
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("HEADWATER_")}
     full_env.update(env or {})
     cmd = [sys.executable, "-m", "headwater", "serve", "--data-dir", str(data_dir),
@@ -32,6 +33,7 @@ def serve_fails(data_dir, *args: str, env: dict | None = None, tcp: str | None =
            "--kafka-address", kafka or f"127.0.0.1:{free_port()}", *args]
     p = subprocess.run(cmd, capture_output=True, text=True, env=full_env, timeout=120)
     assert p.returncode != 0, f"started:\n{p.stdout}\n{p.stderr}"
+    assert code is None or p.returncode == code, (p.returncode, p.stderr)
     assert "Traceback" not in p.stdout + p.stderr, p.stderr
     assert p.stdout == "", p.stdout
     lines = p.stderr.splitlines()
@@ -88,7 +90,7 @@ def can_login(server, user: str, password: str) -> bool:
 
 def test_a_second_server_on_the_same_data_dir_is_refused_and_the_first_keeps_its_data(fresh_server):
     send(fresh_server, "locked", [b"first-%d" % i for i in range(10)], create=True)
-    line = serve_fails(fresh_server.data_dir, "--with-default-root-credentials")
+    line = serve_fails(fresh_server.data_dir, "--with-default-root-credentials", code=1)
     assert line.startswith("--data-dir: "), line
     assert str(fresh_server.data_dir) in line and f"pid {fresh_server.proc.pid}" in line, line
     send(fresh_server, "locked", [b"second-%d" % i for i in range(10)])  # the first serves on
@@ -144,6 +146,8 @@ BAD_OPTIONS = [
     ([], {"HEADWATER_TCP_ENABLED": "maybe"}, None, "HEADWATER_TCP_ENABLED: ", ["'maybe'", "boolean"]),
     ([], {}, "[tcp]\nmax_frame_size = -5\n", "tcp.max_frame_size in ", ["-5"]),
     ([], {"HEADWATER_TCP_NO_SUCH_KEY": "1"}, None, "HEADWATER_TCP_NO_SUCH_KEY: ", ["unknown key"]),
+    ([], {"HEADWATER_ROOT_PASSWORD": "x"}, None, "HEADWATER_ROOT_PASSWORD: ", ["3-100"]),
+    ([], {"HEADWATER_ROOT_USERNAME": "no spaces"}, None, "HEADWATER_ROOT_USERNAME: ", ["'no spaces'"]),
 ]
 
 
@@ -153,7 +157,7 @@ def test_a_bad_option_prints_one_line_and_creates_nothing(tmp_path, args, env, c
     if config_text is not None:
         (tmp_path / "headwater.toml").write_text(config_text)
         args = [*args, "--config", str(tmp_path / "headwater.toml")]
-    line = serve_fails(data_dir, *args, env=env)
+    line = serve_fails(data_dir, *args, env=env, code=2)  # 2: a bad option (1: the machine's state)
     assert line.startswith(start), line
     for word in words:
         assert word in line, line
@@ -183,7 +187,7 @@ def test_both_listeners_on_one_port_is_named_a_clash(tmp_path):
 def test_a_data_dir_that_is_a_file_is_named(tmp_path):
     f = tmp_path / "data"
     f.write_bytes(b"not a directory")
-    line = serve_fails(f)
+    line = serve_fails(f, code=2)
     assert line == f"--data-dir: {f} exists and is not a directory", line
     assert f.read_bytes() == b"not a directory"
     line = serve_fails(f / "sub")
@@ -201,7 +205,7 @@ def test_ports_taken_create_no_root_user_and_a_later_start_uses_default_credenti
         blocker.listen()
         busy = f"127.0.0.1:{blocker.getsockname()[1]}"
         # no --with-default-root-credentials: a successful first start would print a random password
-        line = serve_fails(data_dir, **{taken: busy})
+        line = serve_fails(data_dir, code=1, **{taken: busy})
     flag = "--tcp-address" if taken == "tcp" else "--kafka-address"
     assert line.startswith(f"{flag}: cannot listen on {busy}: "), line
     assert "in use" in line, line
@@ -240,6 +244,9 @@ def test_default_credentials_over_an_existing_root_are_ignored_with_a_warning(tm
         assert not can_login(s, "iggy", "iggy")
         assert can_login(s, "admin", "s3cret-pw")
         s.stop()
+        # requested credentials are validated on every start, not only the first (as Iggy's)
+        line = serve_fails(s.data_dir, env={"HEADWATER_ROOT_PASSWORD": "no"}, code=2)
+        assert line == "HEADWATER_ROOT_PASSWORD: password must be 3-100 characters", line
         s.start(env={"HEADWATER_ROOT_USERNAME": "admin", "HEADWATER_ROOT_PASSWORD": "other-pw"})
         warnings = [line for line in s.log().splitlines() if "root credentials ignored" in line]
         assert len(warnings) == 2 and "HEADWATER_ROOT_PASSWORD" in warnings[1], s.log()

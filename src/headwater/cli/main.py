@@ -70,7 +70,7 @@ def serve(config_path, data_dir, tcp_address, kafka_address, with_default_root_c
     try:
         app.run(cfg, fresh=fresh, default_root=with_default_root_credentials, sources=sources)
     except app.StartupError as e:
-        _cannot_start(sources.get(e.option, e.option), e.problem, 1)
+        _cannot_start(sources.get(e.option, e.option), e.problem, 2 if e.bad_value else 1)
     except (OSError, StorageError) as e:
         # a storage failure after start-up began (the message names the file):
         # refusing to start is right, a traceback is not
