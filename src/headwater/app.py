@@ -90,8 +90,11 @@ class App:
             else:
                 serve_fn = make_iggy_serve(self.broker, cfg.tcp, cfg.system.data_dir)
             self.listeners.append(Listener(b.name, b.host, b.port, serve_fn, sockets=b.sockets))
-        for listener in self.listeners:
-            await listener.start()
+        for b, listener in zip(bound, self.listeners):
+            try:
+                await listener.start()
+            except OSError as e:  # listen() lost a race for the port since bind()
+                raise StartupError(b.option, f"cannot listen on {b.host}:{b.port}: {e.strerror or e}") from None
         self._jobs.append(asyncio.create_task(self._every(cfg.system.retention_interval_s, self.broker.apply_retention)))
         self._jobs.append(
             asyncio.create_task(
