@@ -5,10 +5,11 @@ environment (``HEADWATER_<SECTION>_<KEY>``, e.g. ``HEADWATER_TCP_ADDRESS``) <
 command-line flags. Unknown keys in the file or environment are errors, so a
 typo never silently leaves a default in force.
 
-Every value is validated when it is read, before the server touches its data
-directory or a socket: types (a :class:`ConfigError` names the key as the user
-wrote it: ``--tcp-address``, ``HEADWATER_TCP_ADDRESS`` or ``tcp.address in
-FILE``), numbers (never negative; some keys have a higher minimum), addresses
+Every value is validated before the server touches its data directory or a
+socket, and a :class:`ConfigError` names the key as the user wrote it
+(``--tcp-address``, ``HEADWATER_TCP_ADDRESS`` or ``tcp.address in FILE``):
+the type of every value given (in each layer), and for the final value of every
+key: numbers (never negative; some keys have a higher minimum), addresses
 (``HOST:PORT``, port 0..65535, an IP literal or a DNS name), the log level and
 format, two enabled listeners on one port, and a data directory that exists
 but is not a directory.
@@ -158,7 +159,7 @@ def _check_value(dotted: str, value: Any, where: str) -> Any:
     """Range and shape checks for one key's coerced value; returns it (normalized)."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         low = _MINIMUM.get(dotted, 0)
-        if value < low or value != value:  # NaN is below nothing
+        if not value >= low:  # also NaN
             raise ConfigError(where, f"{value!r} is below the minimum {low}")
     if dotted in ("tcp.address", "kafka.address") or (dotted == "kafka.advertised_address" and value):
         parse_address(value, where)
@@ -192,8 +193,24 @@ def _apply(cfg: Config, section: str, key: str, value: Any, where: str) -> Confi
     if key not in types:
         raise ConfigError(where, f"unknown key {section}.{key}")
     typ = {"str": str, "bool": bool, "int": int, "float": float}[types[key]]
-    value = _check_value(f"{section}.{key}", _coerce(value, typ, where), where)
-    return replace(cfg, **{section: replace(sec, **{key: value})})
+    return replace(cfg, **{section: replace(sec, **{key: _coerce(value, typ, where)})})
+
+
+def _check_all(cfg: Config, sources: Mapping[str, str]) -> Config:
+    """Check every key's final value (a value a higher layer overrode is not checked);
+    returns the config with normalized values."""
+    for section in fields(Config):
+        sec = getattr(cfg, section.name)
+        changes = {}
+        for f in fields(sec):
+            dotted = f"{section.name}.{f.name}"
+            value = getattr(sec, f.name)
+            checked = _check_value(dotted, value, sources.get(dotted, dotted))
+            if checked != value:
+                changes[f.name] = checked
+        if changes:
+            cfg = replace(cfg, **{section.name: replace(sec, **changes)})
+    return cfg
 
 
 def _is_wildcard(host: str) -> bool:
@@ -263,6 +280,7 @@ def load(
         where = (flag_names or {}).get(dotted, dotted)
         cfg = _apply(cfg, section, key, value, where)
         origin[dotted] = where
+    cfg = _check_all(cfg, origin)
     _check_listeners(cfg, origin)
     return cfg
 

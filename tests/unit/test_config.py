@@ -166,3 +166,20 @@ def test_sources_say_where_each_value_came_from(tmp_path):
     assert cfg.kafka.address == "127.0.0.1:3"
     assert sources == {"tcp.address": f"tcp.address in {f}", "kafka.address": "HEADWATER_KAFKA_ADDRESS",
                        "logging.level": "--log-level"}
+
+
+def test_only_the_final_value_of_a_key_is_checked_but_every_layer_is_type_checked(tmp_path):
+    f = tmp_path / "hw.toml"
+    f.write_text("[tcp]\naddress = 'nonsense'\n[logging]\nlevel = 'loud'\n")
+    cfg = load(str(f), env={"HEADWATER_TCP_ADDRESS": "127.0.0.1:1"}, overrides={"logging.level": "error"})
+    assert (cfg.tcp.address, cfg.logging.level) == ("127.0.0.1:1", "error")  # overridden: never in force
+    f.write_text("[kafka]\ndefault_partitions = 'three'\n")
+    e = refused(path=str(f), env={"HEADWATER_KAFKA_DEFAULT_PARTITIONS": "2"})
+    assert e.option == f"kafka.default_partitions in {f}"  # a malformed file is refused anyway
+
+
+def test_defaults_are_checked_too(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "local_data").write_text("a file where the default data directory goes")
+    e = refused()
+    assert (e.option, e.problem) == ("system.data_dir", "local_data exists and is not a directory")
