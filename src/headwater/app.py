@@ -94,7 +94,8 @@ class App:
             try:
                 await listener.start()
             except OSError as e:  # listen() lost a race for the port since bind()
-                raise StartupError(b.option, f"cannot listen on {b.host}:{b.port}: {e.strerror or e}") from None
+                where = ", ".join(f"{h}:{p}" for h, p in (s.getsockname()[:2] for s in b.sockets))
+                raise StartupError(b.option, f"cannot listen on {where}: {e.strerror or e}") from None
         self._jobs.append(asyncio.create_task(self._every(cfg.system.retention_interval_s, self.broker.apply_retention)))
         self._jobs.append(
             asyncio.create_task(

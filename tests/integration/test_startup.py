@@ -93,6 +93,7 @@ def test_a_second_server_on_the_same_data_dir_is_refused_and_the_first_keeps_its
     line = serve_fails(fresh_server.data_dir, "--with-default-root-credentials", code=1)
     assert line.startswith("--data-dir: "), line
     assert str(fresh_server.data_dir) in line and f"pid {fresh_server.proc.pid}" in line, line
+    assert (fresh_server.data_dir / ".lock").read_text() == f"{fresh_server.proc.pid}\n"  # the refused wrote nothing
     send(fresh_server, "locked", [b"second-%d" % i for i in range(10)])  # the first serves on
     assert fresh_server.stop() == 0, fresh_server.log()
     fresh_server.start()
