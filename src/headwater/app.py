@@ -1,30 +1,77 @@
 """Composition root: config -> storage engine -> Broker -> listeners, plus background jobs.
 
-``run(config)`` serves until SIGTERM/SIGINT, then shuts down cleanly: stop
-accepting, let in-flight requests finish (bounded), sync and close every
-partition log and metadata store.
+Start-up order (each step runs only if every earlier one succeeded, so a start
+that fails leaves nothing behind):
+
+1. the config is parsed and validated (``config.load``, in the CLI);
+2. the data directory's exclusive lock is taken (``storage.api.lock_engine``;
+   it creates the directory if missing and writes only ``<data>/.lock``);
+3. every listener's sockets are bound (``frontends.listener.bind``), not yet
+   listening: a client connecting now is refused, never left waiting;
+4. ``--fresh`` empties the data directory (still locked: never another live
+   server's), the engine opens it and the broker loads its state;
+5. the root user is created on first start (its password printed if random);
+6. the listeners listen on their sockets and serve them.
+
+A failure raises :class:`StartupError` naming the option at fault; a failure in
+step 3 removes the directory (and lock file) step 2 created. ``run(config)``
+then serves until SIGTERM/SIGINT and shuts down cleanly: stop accepting, let
+in-flight requests finish (bounded), sync and close every partition log and
+metadata store, release the lock.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import secrets
-import shutil
 import signal
+import socket
 from dataclasses import dataclass, field
+from typing import Mapping
 
 from . import _native
 from .config import Config, parse_address
 from .core.broker import Broker
+from .core.errors import BrokerError
+from .core.users import check_password, validate_password, validate_username
+from .frontends import listener as listener_mod
+from .frontends.iggy.server import make_iggy_serve
+from .frontends.kafka.server import make_kafka_serve
 from .frontends.listener import Listener
-from .storage.api import open_engine
+from .storage.api import EngineLock, StorageError, lock_engine, open_engine
 
 log = logging.getLogger("headwater.app")
 
 DEFAULT_ROOT_USERNAME = "iggy"
 DEFAULT_ROOT_PASSWORD = "iggy"
+
+
+class StartupError(Exception):
+    """The server cannot start. ``option`` is the config key at fault (``"tcp.address"``),
+    ``problem`` a one-line reason; ``bad_value``: the option's value is wrong (not the
+    machine's state)."""
+
+    def __init__(self, option: str, problem: str, *, bad_value: bool = False):
+        super().__init__(f"{option}: {problem}")
+        self.option = option
+        self.problem = problem
+        self.bad_value = bad_value
+
+
+@dataclass
+class BoundListener:
+    """A listener's sockets, bound and listening, before anything serves them."""
+
+    name: str
+    option: str  # the config key of its address
+    host: str
+    port: int
+    sockets: list[socket.socket]
+
+    def close(self) -> None:
+        for sock in self.sockets:
+            sock.close()
 
 
 @dataclass
@@ -34,23 +81,21 @@ class App:
     listeners: list[Listener] = field(default_factory=list)
     _jobs: list[asyncio.Task] = field(default_factory=list)
 
-    async def start(self) -> None:
-        from .frontends.iggy.server import make_iggy_serve
-
+    async def start(self, bound: list[BoundListener]) -> None:
+        """Serve the already-bound listeners (their Listener owns the sockets from now on)."""
         cfg = self.config
-        if cfg.tcp.enabled:
-            host, port = parse_address(cfg.tcp.address)
-            self.listeners.append(Listener("iggy-tcp", host, port, make_iggy_serve(self.broker, cfg.tcp, cfg.system.data_dir)))
-        if cfg.kafka.enabled:
+        for b in bound:
+            if b.name == "kafka":
+                serve_fn = make_kafka_serve(self.broker, cfg.kafka)
+            else:
+                serve_fn = make_iggy_serve(self.broker, cfg.tcp, cfg.system.data_dir)
+            self.listeners.append(Listener(b.name, b.host, b.port, serve_fn, sockets=b.sockets))
+        for b, listener in zip(bound, self.listeners):
             try:
-                from .frontends.kafka.server import make_kafka_serve
-            except ImportError:
-                make_kafka_serve = None
-            if make_kafka_serve is not None:
-                host, port = parse_address(cfg.kafka.address)
-                self.listeners.append(Listener("kafka", host, port, make_kafka_serve(self.broker, cfg.kafka)))
-        for listener in self.listeners:
-            await listener.start()
+                await listener.start()
+            except OSError as e:  # listen() lost a race for the port since bind()
+                where = ", ".join(f"{h}:{p}" for h, p in (s.getsockname()[:2] for s in b.sockets))
+                raise StartupError(b.option, f"cannot listen on {where}: {e.strerror or e}") from None
         self._jobs.append(asyncio.create_task(self._every(cfg.system.retention_interval_s, self.broker.apply_retention)))
         self._jobs.append(
             asyncio.create_task(
@@ -75,30 +120,183 @@ class App:
         log.info("stopped")
 
 
-def prepare(config: Config, *, fresh: bool = False, default_root: bool = False) -> Broker:
-    """Open the data dir (wiping it first with ``fresh``) and ensure the root user exists."""
-    data_dir = config.system.data_dir
-    if fresh and os.path.exists(data_dir):
-        shutil.rmtree(data_dir)
-    os.makedirs(data_dir, exist_ok=True)
-    broker = Broker(open_engine(data_dir), validate_checksum=config.system.validate_checksum)
+def check_root_credentials(config: Config) -> None:
+    """Part of step 1: requested root credentials must be valid on every start, not
+    only the first (as Iggy validates them). Raises StartupError; never shows the password."""
+    try:
+        if config.root.username:
+            validate_username(config.root.username)
+    except BrokerError as e:
+        raise StartupError("root.username", str(e), bad_value=True) from None
+    try:
+        if config.root.password:
+            validate_password(config.root.password)
+    except BrokerError as e:
+        raise StartupError("root.password", str(e), bad_value=True) from None
+
+
+def lock_data_dir(config: Config) -> EngineLock:
+    """Step 2: take the data directory's exclusive lock. Raises StartupError
+    (naming the holder's PID when another process has it)."""
+    try:
+        return lock_engine(config.system.data_dir)
+    except StorageError as e:
+        raise StartupError("system.data_dir", str(e)) from None
+
+
+def bind_listeners(config: Config, sources: Mapping[str, str] | None = None) -> list[BoundListener]:
+    """Step 3: bind every enabled listener's address. Raises StartupError naming the
+    listener's option, with nothing left bound (``sources``: how to name an option
+    in the message, e.g. ``--tcp-address``)."""
+    plan = []
+    if config.tcp.enabled:
+        plan.append(("iggy-tcp", "tcp.address", config.tcp.address))
+    if config.kafka.enabled:
+        plan.append(("kafka", "kafka.address", config.kafka.address))
+    bound: list[BoundListener] = []
+    try:
+        for name, option, address in plan:
+            host, port = parse_address(address, option)
+            try:
+                sockets = listener_mod.bind(host, port)
+            except socket.gaierror as e:
+                raise StartupError(option, f"cannot resolve host {host!r} of {address}: {e.strerror}") from None
+            except OSError as e:
+                raise StartupError(option, f"cannot listen on {address}: {e.strerror or e}") from None
+            bound.append(BoundListener(name, option, host, port, sockets))
+            _check_overlap(bound, sources or {})
+    except BaseException:
+        for b in bound:
+            b.close()
+        raise
+    return bound
+
+
+def _overlaps(a: tuple, b: tuple) -> bool:
+    wildcard = ("0.0.0.0", "::")
+    return a[1] == b[1] and (a[0] == b[0] or a[0] in wildcard or b[0] in wildcard)
+
+
+def _check_overlap(bound: list[BoundListener], sources: Mapping[str, str]) -> None:
+    """The last listener's sockets must not share a port with an earlier one's (bound
+    sockets that do not listen yet would not clash until ``listen``, after the data
+    directory is open). Raises StartupError."""
+    last = bound[-1]
+    for earlier in bound[:-1]:
+        for a in earlier.sockets:
+            for b in last.sockets:
+                if a.family == b.family and _overlaps(a.getsockname()[:2], b.getsockname()[:2]):
+                    raise StartupError(
+                        last.option,
+                        f"cannot listen on {b.getsockname()[0]}:{b.getsockname()[1]}: "
+                        f"that port is already this server's {sources.get(earlier.option, earlier.option)}",
+                    )
+
+
+def open_broker(config: Config, lock: EngineLock, *, fresh: bool = False) -> Broker:
+    """Step 4: empty the locked data directory with ``fresh``, open the engine on it
+    (it adopts ``lock``) and load the broker. Raises StartupError for storage failures,
+    the lock released."""
+    engine = None
+    try:
+        if fresh:
+            lock.empty()
+        engine = open_engine(config.system.data_dir, lock=lock)
+        return Broker(engine, validate_checksum=config.system.validate_checksum)
+    except (StorageError, OSError) as e:
+        if engine is not None:
+            try:
+                engine.close()  # releases the lock
+            except (StorageError, OSError):
+                pass
+        raise StartupError("system.data_dir", str(e)) from None
+    finally:
+        if engine is None:
+            lock.release()
+
+
+def ensure_root(
+    broker: Broker, config: Config, *, default_root: bool = False, sources: Mapping[str, str] | None = None
+) -> None:
+    """Step 5: create the root user on first start (no user yet): ``[root]`` username and
+    password, else iggy/iggy with ``default_root``, else a random password printed once
+    on stdout.
+
+    Root credentials apply only on first start (as Iggy's): when users exist, any
+    requested credentials the existing root user does not match are ignored with a
+    warning saying so (``sources`` names where they came from).
+    """
+    sources = sources or {}
+    username = config.root.username or DEFAULT_ROOT_USERNAME
+    password = config.root.password or (DEFAULT_ROOT_PASSWORD if default_root else "")
     if not broker.users.users:
-        username = config.root.username or DEFAULT_ROOT_USERNAME
-        password = config.root.password
-        if not password:
-            if default_root:
-                password = DEFAULT_ROOT_PASSWORD
-            else:
-                password = secrets.token_urlsafe(18)
-                print(f"Root user created: username={username} password={password} (shown once; store it now)", flush=True)
+        shown = not password
+        if shown:
+            password = secrets.token_urlsafe(18)
         broker.ensure_root(username, password)
         log.info("root user created", extra={"kv": {"username": username}})
-    return broker
+        if shown:
+            print(f"Root user created: username={username} password={password} (shown once; store it now)", flush=True)
+        return
+    requested = [sources.get(k, k) for k in ("root.username", "root.password") if getattr(config.root, k[5:])]
+    if default_root and not config.root.password:
+        requested.append("--with-default-root-credentials")
+    if not requested:
+        return
+    root = broker.users.find(0)
+    if root is not None and root.username == username and (not password or check_password(root.password_hash, password)):
+        return  # they describe the existing root user: nothing is ignored
+    log.warning(
+        "root credentials ignored",
+        extra={"kv": {
+            "from": ",".join(requested),
+            "reason": "root credentials apply only on the first start and this data directory already has "
+                      "users; log in as the existing root user and change its password instead",
+            "root_username": root.username if root is not None else "",
+        }},
+    )
 
 
-async def serve(config: Config, *, fresh: bool = False, default_root: bool = False, ready=None) -> None:
-    broker = prepare(config, fresh=fresh, default_root=default_root)
+async def start(
+    config: Config, *, fresh: bool = False, default_root: bool = False, sources: Mapping[str, str] | None = None
+) -> App:
+    """Steps 2-6 of the start-up order (and the root credentials' part of step 1).
+    Raises StartupError."""
+    check_root_credentials(config)
+    lock = lock_data_dir(config)
+    try:
+        bound = bind_listeners(config, sources)
+    except BaseException:
+        lock.release(remove=True)  # removes only what taking it created
+        raise
+    try:
+        broker = open_broker(config, lock, fresh=fresh)
+    except BaseException:
+        for b in bound:
+            b.close()
+        raise
     app = App(config, broker)
+    try:
+        ensure_root(broker, config, default_root=default_root, sources=sources)
+        await app.start(bound)
+    except BaseException:
+        for b in bound:
+            b.close()
+        await app.stop()
+        raise
+    return app
+
+
+async def serve(
+    config: Config,
+    *,
+    fresh: bool = False,
+    default_root: bool = False,
+    sources: Mapping[str, str] | None = None,
+    ready=None,
+    open_files: tuple[int, int] | None = None,
+) -> None:
+    app = await start(config, fresh=fresh, default_root=default_root, sources=sources)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -106,11 +304,6 @@ async def serve(config: Config, *, fresh: bool = False, default_root: bool = Fal
             loop.add_signal_handler(sig, stop.set)
         except (NotImplementedError, RuntimeError):
             pass
-    try:
-        await app.start()
-    except OSError:
-        await app.stop()  # close what did start (listeners, broker) before reporting
-        raise
     log.info(
         "headwater started",
         extra={
@@ -118,6 +311,7 @@ async def serve(config: Config, *, fresh: bool = False, default_root: bool = Fal
                 "data_dir": config.system.data_dir,
                 "listeners": ",".join(f"{l.name}={l.host}:{l.bound_port}" for l in app.listeners),
                 "hot_loops": _native.probe(),
+                **({"open_files_limit": f"{open_files[0]}->{open_files[1]}"} if open_files else {}),
             }
         },
     )
@@ -148,14 +342,15 @@ def raise_open_files_limit() -> tuple[int, int] | None:
     return soft, target
 
 
-def run(config: Config, *, fresh: bool = False, default_root: bool = False) -> None:
-    limits = raise_open_files_limit()
-    if limits is not None:
-        log.info("open files limit", extra={"kv": {"before": limits[0], "now": limits[1]}})
+def run(
+    config: Config, *, fresh: bool = False, default_root: bool = False, sources: Mapping[str, str] | None = None
+) -> None:
+    """Start (see the module docstring) and serve until SIGTERM/SIGINT. Raises StartupError."""
+    limits = raise_open_files_limit()  # logged once started: a failed start prints one line only
     try:
         import uvloop  # type: ignore
 
         runner = uvloop.run
     except ImportError:
         runner = asyncio.run
-    runner(serve(config, fresh=fresh, default_root=default_root))
+    runner(serve(config, fresh=fresh, default_root=default_root, sources=sources, open_files=limits))

@@ -5,6 +5,15 @@ environment (``HEADWATER_<SECTION>_<KEY>``, e.g. ``HEADWATER_TCP_ADDRESS``) <
 command-line flags. Unknown keys in the file or environment are errors, so a
 typo never silently leaves a default in force.
 
+Every value is validated before the server touches its data directory or a
+socket, and a :class:`ConfigError` names the key as the user wrote it
+(``--tcp-address``, ``HEADWATER_TCP_ADDRESS`` or ``tcp.address in FILE``):
+the type of every value given (in each layer), and for the final value of every
+key: numbers (never negative; some keys have a higher minimum), addresses
+(``HOST:PORT``, port 0..65535, an IP literal or a DNS name), the log level and
+format, two enabled listeners on one port, and a data directory that exists
+but is not a directory.
+
 Example file::
 
     [system]
@@ -18,14 +27,27 @@ Example file::
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import os
+import re
 import tomllib
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Mapping
 
 
 class ConfigError(ValueError):
-    pass
+    """A refused setting: ``option`` names it as the user gave it, ``problem`` says why."""
+
+    def __init__(self, option: str, problem: str | None = None):
+        if problem is None:  # a message already naming its option
+            option, _, problem = option.partition(": ")
+        super().__init__(f"{option}: {problem}" if problem else option)
+        self.option = option
+        self.problem = problem
+
+
+LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+LOG_FORMATS = ("text", "json")
 
 
 @dataclass(frozen=True)
@@ -83,6 +105,9 @@ class Config:
     logging: LoggingConfig = field(default_factory=LoggingConfig)
 
 
+_TYPE_NAMES = {bool: "a boolean (true/false)", int: "an integer", float: "a number", str: "a string"}
+
+
 def _coerce(value: Any, to: type, where: str) -> Any:
     if isinstance(value, str) and to is not str:
         v = value.strip()
@@ -91,48 +116,152 @@ def _coerce(value: Any, to: type, where: str) -> Any:
                 return True
             if v.lower() in ("0", "false", "no", "off"):
                 return False
-            raise ConfigError(f"{where}: {value!r} is not a boolean")
+            raise ConfigError(where, f"{value!r} is not {_TYPE_NAMES[bool]}")
         try:
             return to(v)
-        except ValueError as e:
-            raise ConfigError(f"{where}: {value!r} is not a {to.__name__}") from e
+        except ValueError:
+            raise ConfigError(where, f"{value!r} is not {_TYPE_NAMES[to]}") from None
     if to is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
     if not isinstance(value, to) or (to is int and isinstance(value, bool)):
-        raise ConfigError(f"{where}: expected {to.__name__}, got {value!r}")
+        raise ConfigError(where, f"{value!r} is not {_TYPE_NAMES[to]}")
+    return value
+
+
+_HOSTNAME_LABEL = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)")
+
+# keys whose smallest sensible value is above 0 (every other number must be >= 0)
+_MINIMUM = {
+    "system.retention_interval_s": 0.001,
+    "system.token_cleaner_interval_s": 0.001,
+    "tcp.max_frame_size": 256,  # one Iggy header
+    "kafka.default_partitions": 1,
+    "kafka.max_request_size": 1,
+}
+
+
+def _check_host(host: str) -> str | None:
+    """None if ``host`` is an IP literal or a DNS name, else the problem."""
+    try:
+        ipaddress.ip_address(host)
+        return None
+    except ValueError:
+        pass
+    name = host[:-1] if host.endswith(".") else host
+    if len(name) > 253 or not all(_HOSTNAME_LABEL.fullmatch(label) for label in name.split(".")):
+        return f"host {host!r} is neither an IP address nor a host name"
+    if name.replace(".", "").isdigit():
+        return f"host {host!r} is not a valid IPv4 address"
+    return None
+
+
+def _check_value(dotted: str, value: Any, where: str) -> Any:
+    """Range and shape checks for one key's coerced value; returns it (normalized)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        low = _MINIMUM.get(dotted, 0)
+        if not value >= low:  # also NaN
+            raise ConfigError(where, f"{value!r} is below the minimum {low}")
+    if dotted in ("tcp.address", "kafka.address") or (dotted == "kafka.advertised_address" and value):
+        parse_address(value, where)
+    elif dotted == "logging.level":
+        if value.lower() not in LOG_LEVELS:
+            raise ConfigError(where, f"{value!r} is not a log level ({', '.join(LOG_LEVELS)})")
+        value = value.lower()
+    elif dotted == "logging.format":
+        if value.lower() not in LOG_FORMATS:
+            raise ConfigError(where, f"{value!r} is not a log format ({', '.join(LOG_FORMATS)})")
+        value = value.lower()
+    elif dotted == "system.data_dir":
+        if not value:
+            raise ConfigError(where, "the data directory must not be empty")
+        if os.path.exists(value) and not os.path.isdir(value):
+            raise ConfigError(where, f"{value} exists and is not a directory")
+        parent = os.path.dirname(os.path.abspath(value))
+        while not os.path.exists(parent):
+            parent = os.path.dirname(parent)
+        if not os.path.isdir(parent):
+            raise ConfigError(where, f"{parent} is not a directory")
     return value
 
 
 def _apply(cfg: Config, section: str, key: str, value: Any, where: str) -> Config:
     sec_fields = {f.name: f for f in fields(Config)}
     if section not in sec_fields:
-        raise ConfigError(f"{where}: unknown section {section!r}")
+        raise ConfigError(where, f"unknown section {section!r}")
     sec = getattr(cfg, section)
     types = {f.name: f.type for f in fields(sec)}
     if key not in types:
-        raise ConfigError(f"{where}: unknown key {section}.{key}")
+        raise ConfigError(where, f"unknown key {section}.{key}")
     typ = {"str": str, "bool": bool, "int": int, "float": float}[types[key]]
     return replace(cfg, **{section: replace(sec, **{key: _coerce(value, typ, where)})})
+
+
+def _check_all(cfg: Config, sources: Mapping[str, str]) -> Config:
+    """Check every key's final value (a value a higher layer overrode is not checked);
+    returns the config with normalized values."""
+    for section in fields(Config):
+        sec = getattr(cfg, section.name)
+        changes = {}
+        for f in fields(sec):
+            dotted = f"{section.name}.{f.name}"
+            value = getattr(sec, f.name)
+            checked = _check_value(dotted, value, sources.get(dotted, dotted))
+            if checked != value:
+                changes[f.name] = checked
+        if changes:
+            cfg = replace(cfg, **{section.name: replace(sec, **changes)})
+    return cfg
+
+
+def _is_wildcard(host: str) -> bool:
+    return host in ("", "0.0.0.0", "::")
+
+
+def _check_listeners(cfg: Config, sources: Mapping[str, str]) -> None:
+    """Two enabled listeners on one port of one address (or a wildcard) cannot both bind."""
+    if not (cfg.tcp.enabled and cfg.kafka.enabled):
+        return
+    tcp_host, tcp_port = parse_address(cfg.tcp.address)
+    kafka_host, kafka_port = parse_address(cfg.kafka.address)
+    if tcp_port == 0 or tcp_port != kafka_port:
+        return
+    if tcp_host == kafka_host or _is_wildcard(tcp_host) or _is_wildcard(kafka_host):
+        raise ConfigError(
+            sources.get("kafka.address", "kafka.address"),
+            f"{cfg.kafka.address} clashes with the Iggy TCP listener's {cfg.tcp.address} "
+            f"({sources.get('tcp.address', 'tcp.address')}): give each listener its own port",
+        )
 
 
 def load(
     path: str | None = None,
     env: Mapping[str, str] | None = None,
     overrides: Mapping[str, Any] | None = None,
+    *,
+    flag_names: Mapping[str, str] | None = None,
+    sources: dict[str, str] | None = None,
 ) -> Config:
-    """Build the config: defaults < file < env < ``overrides`` (``"section.key" -> value``)."""
+    """Build and validate the config: defaults < file < env < ``overrides`` (``"section.key" -> value``).
+
+    ``flag_names`` maps ``"section.key"`` to the flag that set it (``"--tcp-address"``),
+    for messages. ``sources``, if given, is filled with ``"section.key" -> where the
+    value came from`` for every key not left at its default. Raises ConfigError.
+    """
     cfg = Config()
+    origin: dict[str, str] = {} if sources is None else sources
     if path:
         try:
             with open(path, "rb") as f:
                 doc = tomllib.load(f)
         except (OSError, tomllib.TOMLDecodeError) as e:
-            raise ConfigError(f"cannot read config file {path}: {e}") from e
+            raise ConfigError("--config", f"cannot read config file {path}: {e}") from e
         for section, table in doc.items():
             if not isinstance(table, dict):
-                raise ConfigError(f"{path}: top-level key {section!r} must be a [section]")
+                raise ConfigError(f"{section} in {path}", "a top-level key must be a [section]")
             for key, value in table.items():
-                cfg = _apply(cfg, section, key, value, path)
+                where = f"{section}.{key} in {path}"
+                cfg = _apply(cfg, section, key, value, where)
+                origin[f"{section}.{key}"] = where
     env = os.environ if env is None else env
     sections = {f.name for f in fields(Config)}
     for name, value in env.items():
@@ -141,22 +270,43 @@ def load(
         rest = name[len("HEADWATER_"):].lower()
         section, _, key = rest.partition("_")
         if section not in sections or not key:
-            raise ConfigError(f"environment: unknown variable {name}")
-        cfg = _apply(cfg, section, key, value, f"environment {name}")
+            raise ConfigError(name, "unknown environment variable")
+        cfg = _apply(cfg, section, key, value, name)
+        origin[f"{section}.{key}"] = name
     for dotted, value in (overrides or {}).items():
         if value is None:
             continue
         section, _, key = dotted.partition(".")
-        cfg = _apply(cfg, section, key, value, f"flag for {dotted}")
+        where = (flag_names or {}).get(dotted, dotted)
+        cfg = _apply(cfg, section, key, value, where)
+        origin[dotted] = where
+    cfg = _check_all(cfg, origin)
+    _check_listeners(cfg, origin)
     return cfg
 
 
-def parse_address(address: str) -> tuple[str, int]:
-    """``HOST:PORT`` (``[v6]:PORT`` for IPv6) -> (host, port). Raises ConfigError."""
+def parse_address(address: str, option: str = "address") -> tuple[str, int]:
+    """``HOST:PORT`` (``[v6]:PORT`` for IPv6; an empty HOST is 0.0.0.0) -> (host, port).
+
+    PORT is 0..65535 (0: any free port); HOST an IP literal or a DNS name.
+    Raises ConfigError naming ``option``.
+    """
     host, sep, port = address.rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ConfigError(f"address {address!r} is not HOST:PORT")
-    return host.strip("[]") or "0.0.0.0", int(port)
+    if not sep or not port.isdigit() or not port.isascii():
+        raise ConfigError(option, f"{address!r} is not HOST:PORT")
+    if int(port) > 65535:
+        raise ConfigError(option, f"port {int(port)} in {address!r} is out of range (0..65535)")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+        if ":" not in host:
+            raise ConfigError(option, f"{address!r}: only an IPv6 address goes in brackets")
+    elif ":" in host:
+        raise ConfigError(option, f"{address!r}: write an IPv6 address in brackets, [ADDRESS]:PORT")
+    host = host or "0.0.0.0"
+    problem = _check_host(host)
+    if problem:
+        raise ConfigError(option, f"{problem} (in {address!r})")
+    return host, int(port)
 
 
 def as_dict(cfg: Config) -> dict[str, Any]:

@@ -10,6 +10,8 @@ import logging
 import sys
 import time
 
+from .config import LOG_FORMATS
+
 
 class _Formatter(logging.Formatter):
     def __init__(self, as_json: bool):
@@ -32,6 +34,13 @@ class _Formatter(logging.Formatter):
 
 
 def setup(level: str = "info", fmt: str = "text") -> None:
+    """Send ``headwater.*`` logs to stderr at ``level`` (debug, info, warning, error,
+    critical) as ``fmt`` (text or json). Raises ValueError for anything else (the
+    config has already refused it, naming the key)."""
+    if fmt not in LOG_FORMATS:
+        raise ValueError(f"unknown log format {fmt!r}")
+    if not isinstance(logging.getLevelName(level.upper()), int):
+        raise ValueError(f"unknown log level {level!r}")
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_Formatter(fmt == "json"))
     root = logging.getLogger("headwater")

@@ -29,7 +29,7 @@ import subprocess
 import apache_iggy as ig
 import pytest
 
-from conftest import ServerProcess, free_port
+from hw_server import ServerProcess, free_port
 from headwater.codec import batch as batch_codec
 from headwater.codec.iggy.codes import ConsumerKind
 from headwater.codec.iggy.commands import messages as wm

@@ -1,6 +1,6 @@
 """Durability through the official SDK: a SIGTERM restart keeps streams, topics, messages,
 users, tokens, consumer groups and stored offsets; a SIGKILL keeps every acknowledged
-message. And the root user's credentials on first start (``app.prepare``).
+message. And the root user's credentials on first start (``app.ensure_root``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import time
 
 import apache_iggy as ig
 
-from conftest import ServerProcess, free_port
+from hw_server import ServerProcess, free_port
 from headwater.codec.iggy.codes import ConsumerKind
 from headwater.codec.iggy.commands import encode_request_body
 from headwater.codec.iggy.commands import offsets as wo

@@ -24,7 +24,7 @@ import time
 
 import pytest
 
-from conftest import ServerProcess, free_port
+from hw_server import ServerProcess, free_port
 
 SESSION_MS = 6000
 HEARTBEAT_MS = 1000

@@ -15,7 +15,7 @@ import time
 import apache_iggy as ig
 import pytest
 
-from conftest import ServerProcess, free_port
+from hw_server import ServerProcess, free_port
 from headwater.codec.iggy.codes import ConsumerKind
 from headwater.codec.iggy.commands import encode_request_body
 from headwater.codec.iggy.commands import offsets as wo

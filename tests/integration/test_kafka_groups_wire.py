@@ -18,7 +18,7 @@ import time
 import pytest
 from kio.static.constants import EntityType
 
-from conftest import ServerProcess, free_port
+from hw_server import ServerProcess, free_port
 from kafka_wire import KafkaWire, main_class, message_classes
 
 COMMIT, OFFSET_FETCH, FIND, JOIN, HEARTBEAT, LEAVE, SYNC, DESCRIBE, LIST = 8, 9, 10, 11, 12, 13, 14, 15, 16

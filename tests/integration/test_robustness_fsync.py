@@ -25,7 +25,7 @@ from pathlib import Path
 import apache_iggy as ig
 import pytest
 
-from conftest import ServerProcess, free_port
+from hw_server import ServerProcess, free_port
 from kafka_wire import KafkaWire, record_batch
 from test_kafka_wire import produce
 from test_robustness_crash import MIB, TOPICS, kill_restart_rounds

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import ServerProcess, free_port
+from hw_server import ServerProcess, free_port
 from kafka_wire import KafkaWire
 from test_kafka_groups_wire import (
     COMMIT, DELETE_GROUPS, DESCRIBE, HEARTBEAT, LEAVE, SYNC, Member, assignment, commit_request, create_topic,

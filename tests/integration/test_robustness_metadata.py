@@ -14,7 +14,7 @@ import threading
 
 import apache_iggy as ig
 
-from conftest import free_port
+from hw_server import free_port
 from test_robustness_wire import healthy, run, sdk_client
 
 

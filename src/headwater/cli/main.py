@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from typing import NoReturn
 
 import click
 
@@ -27,39 +28,53 @@ def main() -> None:
     """Headwater: a message-streaming server speaking Iggy's binary protocol and Kafka's."""
 
 
+_FLAGS = {
+    "system.data_dir": "--data-dir",
+    "tcp.address": "--tcp-address",
+    "kafka.address": "--kafka-address",
+    "logging.level": "--log-level",
+}
+
+
+def _cannot_start(option: str, problem: str, code: int) -> NoReturn:
+    """The one line a failed start prints (stderr), then exit with ``code``."""
+    click.echo(f"headwater: cannot start: {option}: {problem}", err=True)
+    sys.exit(code)
+
+
 @main.command()
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), help="TOML config file.")
 @click.option("--data-dir", help="Data directory (default: ./local_data).")
 @click.option("--tcp-address", help="Iggy TCP listener HOST:PORT (default 127.0.0.1:8090).")
 @click.option("--kafka-address", help="Kafka listener HOST:PORT (default 127.0.0.1:9092).")
 @click.option("--with-default-root-credentials", is_flag=True, help="On first start, create root as iggy/iggy (development).")
-@click.option("--fresh", is_flag=True, help="Delete the data directory before starting.")
-@click.option("--log-level", help="debug, info, warning, error.")
+@click.option("--fresh", is_flag=True, help="Empty the data directory before starting (refused while another server holds it).")
+@click.option("--log-level", help="debug, info, warning, error, critical.")
 def serve(config_path, data_dir, tcp_address, kafka_address, with_default_root_credentials, fresh, log_level) -> None:
     """Start the server (defaults: data in ./local_data, Iggy TCP on 127.0.0.1:8090, Kafka on 127.0.0.1:9092).
 
     Configuration precedence: defaults < --config file < HEADWATER_* environment < flags.
+    Start order: validate every option, lock the data directory, bind every
+    listener, then open the data and create the root user. A failure prints one
+    line ``headwater: cannot start: OPTION: PROBLEM`` and exits 2 for a bad
+    option, 1 otherwise.
     """
+    values = {"system.data_dir": data_dir, "tcp.address": tcp_address, "kafka.address": kafka_address,
+              "logging.level": log_level}
+    sources: dict[str, str] = {}
     try:
-        cfg = load(
-            config_path,
-            overrides={
-                "system.data_dir": data_dir,
-                "tcp.address": tcp_address,
-                "kafka.address": kafka_address,
-                "logging.level": log_level,
-            },
-        )
+        cfg = load(config_path, overrides=values, flag_names=_FLAGS, sources=sources)
     except ConfigError as e:
-        raise click.UsageError(str(e)) from e
+        _cannot_start(e.option, e.problem, 2)
     logs.setup(cfg.logging.level, cfg.logging.format)
     try:
-        app.run(cfg, fresh=fresh, default_root=with_default_root_credentials)
+        app.run(cfg, fresh=fresh, default_root=with_default_root_credentials, sources=sources)
+    except app.StartupError as e:
+        _cannot_start(sources.get(e.option, e.option), e.problem, 2 if e.bad_value else 1)
     except (OSError, StorageError) as e:
-        # a busy port, an unusable data directory, a damaged metadata store (the
-        # message names the file): refusing to start is right, a traceback is not
-        click.echo(f"headwater: cannot start: {e}", err=True)
-        sys.exit(1)
+        # a storage failure after start-up began (the message names the file):
+        # refusing to start is right, a traceback is not
+        _cannot_start(sources.get("system.data_dir", "system.data_dir"), str(e), 1)
 
 
 if __name__ == "__main__":

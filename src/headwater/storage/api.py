@@ -257,17 +257,52 @@ class StorageEngine(Protocol):
     def close(self) -> None: ...
 
 
-def open_engine(url: str) -> StorageEngine:
-    """Pick an engine by URL scheme: ``file:///path`` or a bare path -> local disk.
-
-    Raises ValueError for an unknown scheme.
-    """
+def _scheme(url: str) -> tuple[str, str]:
     if "://" in url:
         scheme, _, rest = url.partition("://")
-    else:
-        scheme, rest = "file", url
+        return scheme, rest
+    return "file", url
+
+
+class EngineLock(Protocol):
+    """An engine's exclusive hold on its data, taken before the engine opens (:func:`lock_engine`)."""
+
+    def empty(self) -> None:
+        """Delete all the data it guards (``--fresh``), keeping the lock held."""
+
+    def release(self, *, remove: bool = False) -> None:
+        """Let go (idempotent). ``remove``: also delete what taking the lock created,
+        for a start that failed before writing anything."""
+
+
+def lock_engine(url: str) -> EngineLock:
+    """Take the exclusive lock the engine at ``url`` needs, without opening the engine.
+
+    For the start-up order (lock, bind the listeners, only then read or write
+    the data): hand the result to :func:`open_engine` as ``lock``, or call its
+    ``release()`` if the start fails. For ``file:`` this creates the directory
+    if missing and writes only ``<dir>/.lock``. Raises StorageError (the
+    subclass DataDirLocked names the holder's PID) or ValueError for an unknown
+    scheme.
+    """
+    scheme, rest = _scheme(url)
+    if scheme == "file":
+        from .local.lock import DataDirLock
+
+        return DataDirLock.acquire(rest)
+    raise ValueError(f"unknown storage engine scheme {scheme!r} in {url!r}")
+
+
+def open_engine(url: str, *, lock: EngineLock | None = None) -> StorageEngine:
+    """Pick an engine by URL scheme: ``file:///path`` or a bare path -> local disk.
+
+    The engine takes its data's exclusive lock first (or adopts ``lock`` from
+    :func:`lock_engine`) and releases it on ``close()``. Raises ValueError for
+    an unknown scheme, StorageError when another process holds the data.
+    """
+    scheme, rest = _scheme(url)
     if scheme == "file":
         from .local.engine import LocalEngine
 
-        return LocalEngine(rest)
+        return LocalEngine(rest, lock=lock)
     raise ValueError(f"unknown storage engine scheme {scheme!r} in {url!r}")

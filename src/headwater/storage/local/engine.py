@@ -7,6 +7,11 @@ Layout under the data directory (Iggy ``server/storage-engine.mdx``,
         {start offset:020d}.log / .index       segments (see .segment, .index)
     <data>/metadata/<name>.journal / .snapshot  metadata stores (see .metadata)
     <data>/trash/                               deleted trees, emptied at start-up
+    <data>/.lock                                the holder's PID; flock'ed (see .lock)
+
+Opening an engine takes the directory's exclusive lock (:mod:`.lock`) before
+it reads or writes anything there, and closing it releases the lock, so two
+processes never write one data directory.
 
 Deleting a partition, topic or stream first renames its directory into
 ``trash/`` (atomic, then both directories fsynced), then removes it, so a
@@ -28,6 +33,7 @@ from typing import Iterable
 from headwater.storage.api import CorruptSegment, SegmentPolicy, StorageError
 
 from .flusher import Flusher
+from .lock import DataDirLock
 from .log import LocalPartitionLog
 from .metadata import LocalMetadataStore
 from .segment import fsync_dir
@@ -61,18 +67,33 @@ class LocalEngine:
     syncs run on ``flusher`` (:mod:`.flusher`; its counters are public).
     """
 
-    def __init__(self, path: str):
-        """Use (creating if needed) the data directory ``path``; empties its trash."""
+    def __init__(self, path: str, *, lock: DataDirLock | None = None):
+        """Use (creating if needed) the data directory ``path``; empties its trash.
+
+        Takes the directory's lock first, or adopts ``lock`` (already held on
+        ``path``, e.g. taken before the listeners were bound); the engine owns it
+        from then on and releases it in :meth:`close`. Raises
+        :class:`~.lock.DataDirLocked` when another engine holds the directory.
+        """
         self.path = os.path.abspath(path)
+        if lock is None:
+            lock = DataDirLock.acquire(self.path)
+        elif not lock.held or lock.directory != self.path:
+            raise ValueError(f"the lock given is not held on {self.path}")
+        self._lock = lock
         self._logs: dict[tuple[int, int, int], LocalPartitionLog] = {}
         self._stores: dict[str, LocalMetadataStore] = {}
         self._closed = False
+        try:
+            for sub in ("streams", "metadata", "trash"):
+                self._makedirs(os.path.join(self.path, sub))
+            trash = os.path.join(self.path, "trash")
+            for name in os.listdir(trash):
+                shutil.rmtree(os.path.join(trash, name), ignore_errors=True)
+        except BaseException:
+            lock.release()
+            raise
         self.flusher = Flusher()
-        for sub in ("streams", "metadata", "trash"):
-            self._makedirs(os.path.join(self.path, sub))
-        trash = os.path.join(self.path, "trash")
-        for name in os.listdir(trash):
-            shutil.rmtree(os.path.join(trash, name), ignore_errors=True)
 
     def disk_usage(self) -> tuple[int, int] | None:
         """(total_bytes, usable_bytes) of the volume holding the data directory
@@ -224,20 +245,25 @@ class LocalEngine:
         return store
 
     def close(self) -> None:
-        """Sync and close every open log and store."""
+        """Sync and close every open log and store, then release the directory's lock."""
         if self._closed:
             return
         self._closed = True
         errors = []
-        for log in self._logs.values():
+        try:
+            for log in self._logs.values():
+                try:
+                    log.close()
+                except (OSError, StorageError) as exc:  # keep closing the rest
+                    errors.append(exc)
+            for store in self._stores.values():
+                store.close()
+        finally:
+            self._logs.clear()
+            self._stores.clear()
             try:
-                log.close()
-            except (OSError, StorageError) as exc:  # keep closing the rest
-                errors.append(exc)
-        for store in self._stores.values():
-            store.close()
-        self._logs.clear()
-        self._stores.clear()
-        self.flusher.close()
+                self.flusher.close()
+            finally:
+                self._lock.release()
         if errors:
             raise StorageError(f"closing partition logs failed: {errors}")

@@ -1,0 +1,90 @@
+"""A real ``headwater serve`` process on loopback (imported by tests as ``hw_server``: a
+name of its own, so it never collides with another folder's ``conftest``)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class ServerProcess:
+    data_dir: Path
+    tcp_port: int
+    kafka_port: int
+    proc: subprocess.Popen | None = None
+    log_path: Path | None = None
+    extra_env: dict | None = None
+
+    @property
+    def iggy_address(self) -> str:
+        return f"127.0.0.1:{self.tcp_port}"
+
+    @property
+    def kafka_address(self) -> str:
+        return f"127.0.0.1:{self.kafka_port}"
+
+    def start(self, *extra_args: str, env: dict | None = None) -> "ServerProcess":
+        assert self.proc is None
+        self.log_path = self.data_dir.parent / f"server-{self.tcp_port}.log"
+        full_env = {k: v for k, v in os.environ.items() if not k.startswith("HEADWATER_")}
+        full_env.update(self.extra_env or {})
+        full_env.update(env or {})
+        self.proc = subprocess.Popen(
+            [
+                sys.executable, "-m", "headwater", "serve",
+                "--data-dir", str(self.data_dir),
+                "--tcp-address", self.iggy_address,
+                "--kafka-address", self.kafka_address,
+                "--with-default-root-credentials",
+                *extra_args,
+            ],
+            stdout=open(self.log_path, "ab"),
+            stderr=subprocess.STDOUT,
+            env=full_env,
+        )
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited with {self.proc.returncode}:\n{self.log()}")
+            try:  # both listeners: a test may talk Kafka first
+                for port in (self.tcp_port, self.kafka_port):
+                    with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                        pass
+                return self
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError(f"server did not start:\n{self.log()}")
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path and self.log_path.exists() else ""
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 15) -> int:
+        assert self.proc is not None
+        self.proc.send_signal(sig)
+        try:
+            rc = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            rc = self.proc.wait()
+        self.proc = None
+        return rc
+
+    def kill(self) -> None:
+        self.stop(signal.SIGKILL)
+
+    def restart(self, *extra_args: str) -> "ServerProcess":
+        self.stop()
+        return self.start(*extra_args)

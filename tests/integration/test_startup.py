@@ -1,0 +1,260 @@
+"""Start-up safety with real ``headwater serve`` processes: one server per data directory
+(the ``.lock``), and the start order (validate every option -> lock -> bind -> open the
+data -> create root), so a start that fails prints one line and changes nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+
+import apache_iggy as ig
+import pytest
+
+from hw_server import ServerProcess, free_port
+from test_iggy_restart import all_messages, login
+
+PREFIX = "headwater: cannot start: "
+
+
+def serve_fails(data_dir, *args: str, env: dict | None = None, tcp: str | None = None, kafka: str | None = None,
+                code: int | None = None):
+    """Run ``headwater serve`` expecting it to refuse; returns its one stderr line.
+
+    Asserts: a non-zero exit (``code`` if given), exactly one line on stderr, nothing
+    on stdout (no password printed), no traceback anywhere."""
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("HEADWATER_")}
+    full_env.update(env or {})
+    cmd = [sys.executable, "-m", "headwater", "serve", "--data-dir", str(data_dir),
+           "--tcp-address", tcp or f"127.0.0.1:{free_port()}",
+           "--kafka-address", kafka or f"127.0.0.1:{free_port()}", *args]
+    p = subprocess.run(cmd, capture_output=True, text=True, env=full_env, timeout=120)
+    assert p.returncode != 0, f"started:\n{p.stdout}\n{p.stderr}"
+    assert code is None or p.returncode == code, (p.returncode, p.stderr)
+    assert "Traceback" not in p.stdout + p.stderr, p.stderr
+    assert p.stdout == "", p.stdout
+    lines = p.stderr.splitlines()
+    assert len(lines) == 1, p.stderr
+    assert lines[0].startswith(PREFIX), lines[0]
+    return lines[0][len(PREFIX):]
+
+
+def tree(path) -> dict[str, bytes | None]:
+    """Every entry under ``path`` with its bytes (None for a directory)."""
+    out: dict[str, bytes | None] = {}
+    for root, dirs, files in os.walk(path):
+        for d in dirs:
+            out[os.path.relpath(os.path.join(root, d), path)] = None
+        for f in files:
+            full = os.path.join(root, f)
+            with open(full, "rb") as fh:
+                out[os.path.relpath(full, path)] = fh.read()
+    return out
+
+
+def send(server, stream: str, payloads: list[bytes], *, create: bool = False) -> None:
+    async def go():
+        c = await login(server, retries=0)
+        if create:
+            await c.create_stream(stream)
+            await c.create_topic(stream, "t", 1)
+        await c.send_messages(stream, "t", 0, [ig.SendMessage(p) for p in payloads])
+
+    asyncio.run(go())
+
+
+def stored(server, stream: str) -> list[bytes]:
+    async def go():
+        c = await login(server, retries=0)
+        return [m[2] for m in (await all_messages(c, stream, "t", 1))[0]]
+
+    return asyncio.run(go())
+
+
+def can_login(server, user: str, password: str) -> bool:
+    async def go():
+        try:
+            await login(server, user, password, retries=0)
+        except RuntimeError:
+            return False
+        return True
+
+    return asyncio.run(go())
+
+
+# --------------------------------------------------------------------------- the lock
+
+
+def test_a_second_server_on_the_same_data_dir_is_refused_and_the_first_keeps_its_data(fresh_server):
+    send(fresh_server, "locked", [b"first-%d" % i for i in range(10)], create=True)
+    line = serve_fails(fresh_server.data_dir, "--with-default-root-credentials", code=1)
+    assert line.startswith("--data-dir: "), line
+    assert str(fresh_server.data_dir) in line and f"pid {fresh_server.proc.pid}" in line, line
+    assert (fresh_server.data_dir / ".lock").read_text() == f"{fresh_server.proc.pid}\n"  # the refused wrote nothing
+    send(fresh_server, "locked", [b"second-%d" % i for i in range(10)])  # the first serves on
+    assert fresh_server.stop() == 0, fresh_server.log()
+    fresh_server.start()
+    assert stored(fresh_server, "locked") == [b"first-%d" % i for i in range(10)] + [b"second-%d" % i for i in range(10)]
+
+
+def test_fresh_does_not_wipe_a_directory_another_server_holds(fresh_server):
+    send(fresh_server, "kept", [b"m%d" % i for i in range(5)], create=True)
+    before = tree(fresh_server.data_dir)
+    line = serve_fails(fresh_server.data_dir, "--fresh", "--with-default-root-credentials")
+    assert f"pid {fresh_server.proc.pid}" in line, line
+    after = tree(fresh_server.data_dir)
+    assert set(after) >= set(before)  # nothing deleted
+    assert stored(fresh_server, "kept") == [b"m%d" % i for i in range(5)]
+
+
+def test_sigkill_of_the_holder_releases_the_lock(fresh_server):
+    send(fresh_server, "killed", [b"acked-%d" % i for i in range(5)], create=True)
+    fresh_server.kill()
+    assert (fresh_server.data_dir / ".lock").exists()  # the file stays; the kernel dropped the flock
+    fresh_server.start()
+    assert stored(fresh_server, "killed") == [b"acked-%d" % i for i in range(5)]
+    assert (fresh_server.data_dir / ".lock").read_text().strip() == str(fresh_server.proc.pid)
+
+
+def test_fresh_empties_a_directory_nobody_holds(fresh_server):
+    send(fresh_server, "old", [b"x"], create=True)
+    fresh_server.stop()
+    fresh_server.start("--fresh")
+
+    async def go():
+        c = await login(fresh_server, retries=0)
+        return [s.name for s in await c.get_streams()]
+
+    assert asyncio.run(go()) == []
+
+
+# --------------------------------------------------------------------------- bad options
+
+
+BAD_OPTIONS = [
+    # (args, env, config file text, expected start of the line, words it must contain)
+    (["--tcp-address", "foo"], {}, None, "--tcp-address: ", ["'foo'", "HOST:PORT"]),
+    (["--tcp-address", "127.0.0.1:99999"], {}, None, "--tcp-address: ", ["99999", "range"]),
+    (["--kafka-address", "300.1.2.3:9092"], {}, None, "--kafka-address: ", ["300.1.2.3"]),
+    (["--kafka-address", "bad_host!:9092"], {}, None, "--kafka-address: ", ["bad_host!"]),
+    (["--log-level", "verbose"], {}, None, "--log-level: ", ["'verbose'", "debug"]),
+    ([], {}, '[logging]\nformat = "xml"\n', "logging.format in ", ["'xml'", "json"]),
+    ([], {"HEADWATER_KAFKA_DEFAULT_PARTITIONS": "three"}, None, "HEADWATER_KAFKA_DEFAULT_PARTITIONS: ", ["'three'", "integer"]),
+    ([], {"HEADWATER_KAFKA_DEFAULT_PARTITIONS": "0"}, None, "HEADWATER_KAFKA_DEFAULT_PARTITIONS: ", ["minimum 1"]),
+    ([], {"HEADWATER_TCP_ENABLED": "maybe"}, None, "HEADWATER_TCP_ENABLED: ", ["'maybe'", "boolean"]),
+    ([], {}, "[tcp]\nmax_frame_size = -5\n", "tcp.max_frame_size in ", ["-5"]),
+    ([], {"HEADWATER_TCP_NO_SUCH_KEY": "1"}, None, "HEADWATER_TCP_NO_SUCH_KEY: ", ["unknown key"]),
+    ([], {"HEADWATER_ROOT_PASSWORD": "x"}, None, "HEADWATER_ROOT_PASSWORD: ", ["3-100"]),
+    ([], {"HEADWATER_ROOT_USERNAME": "no spaces"}, None, "HEADWATER_ROOT_USERNAME: ", ["'no spaces'"]),
+]
+
+
+@pytest.mark.parametrize("args,env,config_text,start,words", BAD_OPTIONS, ids=[" ".join(c[0]) or next(iter(c[1]), "config") for c in BAD_OPTIONS])
+def test_a_bad_option_prints_one_line_and_creates_nothing(tmp_path, args, env, config_text, start, words):
+    data_dir = tmp_path / "data"
+    if config_text is not None:
+        (tmp_path / "headwater.toml").write_text(config_text)
+        args = [*args, "--config", str(tmp_path / "headwater.toml")]
+    line = serve_fails(data_dir, *args, env=env, code=2)  # 2: a bad option (1: the machine's state)
+    assert line.startswith(start), line
+    for word in words:
+        assert word in line, line
+    assert not data_dir.exists()
+
+
+def test_a_bad_option_leaves_an_existing_data_dir_untouched(fresh_server):
+    send(fresh_server, "s", [b"m"], create=True)
+    fresh_server.stop()
+    before = tree(fresh_server.data_dir)
+    serve_fails(fresh_server.data_dir, "--log-level", "loud")
+    serve_fails(fresh_server.data_dir, "--tcp-address", "127.0.0.1:70000")
+    assert tree(fresh_server.data_dir) == before
+
+
+def test_both_listeners_on_one_port_is_named_a_clash(tmp_path):
+    port = free_port()
+    line = serve_fails(tmp_path / "data", tcp=f"127.0.0.1:{port}", kafka=f"0.0.0.0:{port}")
+    assert line.startswith("--kafka-address: ") and "--tcp-address" in line and "clashes" in line, line
+    assert "already in use" not in line
+    # a host name is compared after it resolves, still before anything is written
+    line = serve_fails(tmp_path / "data", tcp=f"localhost:{port}", kafka=f"127.0.0.1:{port}")
+    assert "--tcp-address" in line and "already in use" not in line, line
+    assert not (tmp_path / "data").exists()
+
+
+def test_a_data_dir_that_is_a_file_is_named(tmp_path):
+    f = tmp_path / "data"
+    f.write_bytes(b"not a directory")
+    line = serve_fails(f, code=2)
+    assert line == f"--data-dir: {f} exists and is not a directory", line
+    assert f.read_bytes() == b"not a directory"
+    line = serve_fails(f / "sub")
+    assert line.startswith("--data-dir: ") and "is not a directory" in line and "Errno" not in line, line
+
+
+# --------------------------------------------------------------------------- ports taken
+
+
+@pytest.mark.parametrize("taken", ["tcp", "kafka"])
+def test_ports_taken_create_no_root_user_and_a_later_start_uses_default_credentials(tmp_path, taken):
+    data_dir = tmp_path / "data"
+    with socket.socket() as blocker:
+        blocker.bind(("127.0.0.1", 0))
+        blocker.listen()
+        busy = f"127.0.0.1:{blocker.getsockname()[1]}"
+        # no --with-default-root-credentials: a successful first start would print a random password
+        line = serve_fails(data_dir, code=1, **{taken: busy})
+    flag = "--tcp-address" if taken == "tcp" else "--kafka-address"
+    assert line.startswith(f"{flag}: cannot listen on {busy}: "), line
+    assert "in use" in line, line
+    assert not data_dir.exists()  # the directory the failed start created is gone again
+    server = ServerProcess(data_dir, free_port(), free_port()).start()  # with default credentials
+    try:
+        assert can_login(server, "iggy", "iggy")
+        assert "root credentials ignored" not in server.log()
+    finally:
+        server.stop()
+
+
+def test_ports_taken_on_an_existing_empty_dir_leave_only_the_lock_file(tmp_path):
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    with socket.socket() as blocker:
+        blocker.bind(("127.0.0.1", 0))
+        blocker.listen()
+        serve_fails(data_dir, tcp=f"127.0.0.1:{blocker.getsockname()[1]}")
+    assert [p.name for p in data_dir.iterdir()] in ([], [".lock"])
+
+
+# --------------------------------------------------------------------------- root credentials
+
+
+def test_default_credentials_over_an_existing_root_are_ignored_with_a_warning(tmp_path):
+    s = ServerProcess(tmp_path / "data", free_port(), free_port())
+    s.start(env={"HEADWATER_ROOT_USERNAME": "admin", "HEADWATER_ROOT_PASSWORD": "s3cret-pw"})
+    try:
+        assert "root credentials ignored" not in s.log()
+        s.stop()
+        s.start()  # --with-default-root-credentials (the fixture's flags)
+        warnings = [line for line in s.log().splitlines() if "root credentials ignored" in line]
+        assert len(warnings) == 1, s.log()
+        assert "--with-default-root-credentials" in warnings[0] and "first start" in warnings[0], warnings[0]
+        assert not can_login(s, "iggy", "iggy")
+        assert can_login(s, "admin", "s3cret-pw")
+        s.stop()
+        # requested credentials are validated on every start, not only the first (as Iggy's)
+        line = serve_fails(s.data_dir, env={"HEADWATER_ROOT_PASSWORD": "no"}, code=2)
+        assert line == "HEADWATER_ROOT_PASSWORD: password must be 3-100 characters", line
+        s.start(env={"HEADWATER_ROOT_USERNAME": "admin", "HEADWATER_ROOT_PASSWORD": "other-pw"})
+        warnings = [line for line in s.log().splitlines() if "root credentials ignored" in line]
+        assert len(warnings) == 2 and "HEADWATER_ROOT_PASSWORD" in warnings[1], s.log()
+        assert "other-pw" not in s.log()  # the ignored password is never logged
+        s.stop()
+        s.start(env={"HEADWATER_ROOT_USERNAME": "admin", "HEADWATER_ROOT_PASSWORD": "s3cret-pw"})
+        assert len([line for line in s.log().splitlines() if "root credentials ignored" in line]) == 2  # they match
+    finally:
+        if s.proc is not None:
+            s.stop()

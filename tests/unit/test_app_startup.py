@@ -1,0 +1,51 @@
+"""The start-up steps in process, on real sockets and a real data directory: a listen()
+that loses its port after bind() is reported against the listener's option."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+
+import pytest
+
+from headwater import app
+from headwater.config import load
+
+
+def test_a_listen_that_loses_its_port_after_bind_names_the_option(tmp_path):
+    cfg = load(env={}, overrides={"system.data_dir": str(tmp_path / "data"),
+                                  "tcp.address": "127.0.0.1:0", "kafka.address": "127.0.0.1:0"})
+    lock = app.lock_data_dir(cfg)
+    bound = app.bind_listeners(cfg)
+    port = bound[1].sockets[0].getsockname()[1]
+    with socket.socket() as thief:  # another process takes the port between our bind and listen
+        thief.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        thief.bind(("127.0.0.1", port))
+        thief.listen()
+        server = app.App(cfg, app.open_broker(cfg, lock))
+
+        async def go():
+            try:
+                with pytest.raises(app.StartupError) as e:
+                    await server.start(bound)
+            finally:
+                await server.stop()
+            return e.value
+
+        err = asyncio.run(go())
+    assert err.option == "kafka.address" and f"127.0.0.1:{port}" in err.problem and "in use" in err.problem
+    app.lock_data_dir(cfg).release()  # stop() released the lock
+
+
+def test_a_failed_bind_removes_the_directory_the_lock_created(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        cfg = load(env={}, overrides={"system.data_dir": str(tmp_path / "a" / "data"),
+                                      "tcp.address": "127.0.0.1:0",
+                                      "kafka.address": f"127.0.0.1:{taken.getsockname()[1]}"})
+        with pytest.raises(app.StartupError) as e:
+            asyncio.run(app.start(cfg))
+    assert e.value.option == "kafka.address"
+    assert os.listdir(tmp_path) == []

@@ -1,0 +1,185 @@
+"""Config validation: every refused value names the key as the user gave it (flag,
+environment variable, or key in the file), before the server touches anything."""
+
+from __future__ import annotations
+
+import ipaddress
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from headwater.config import ConfigError, load, parse_address
+
+FLAGS = {"tcp.address": "--tcp-address", "kafka.address": "--kafka-address", "logging.level": "--log-level",
+         "system.data_dir": "--data-dir"}
+
+
+def refused(**kw) -> ConfigError:
+    kw.setdefault("env", {})
+    kw.setdefault("flag_names", FLAGS)
+    with pytest.raises(ConfigError) as e:
+        load(**kw)
+    assert str(e.value) == f"{e.value.option}: {e.value.problem}"
+    return e.value
+
+
+@pytest.mark.parametrize("address,words", [
+    ("foo", ["'foo'", "HOST:PORT"]),
+    ("127.0.0.1", ["HOST:PORT"]),
+    ("127.0.0.1:", ["HOST:PORT"]),
+    ("127.0.0.1:-1", ["HOST:PORT"]),
+    ("127.0.0.1:99999", ["99999", "0..65535"]),
+    ("127.0.0.1:８０", ["HOST:PORT"]),  # non-ASCII digits
+    ("1.2.3:80", ["not a valid IPv4"]),
+    ("300.0.0.1:80", ["300.0.0.1"]),
+    ("under_score:80", ["under_score"]),
+    ("-lead.example:80", ["-lead.example"]),
+    ("::1:80", ["brackets"]),
+    ("[127.0.0.1]:80", ["only an IPv6"]),
+    ("[::g]:80", ["::g"]),
+])
+def test_a_bad_address_names_the_flag(address, words):
+    e = refused(overrides={"tcp.address": address})
+    assert e.option == "--tcp-address"
+    for w in words:
+        assert w in e.problem, e.problem
+
+
+@pytest.mark.parametrize("address,expected", [
+    ("127.0.0.1:0", ("127.0.0.1", 0)),
+    (":9092", ("0.0.0.0", 9092)),
+    ("[::1]:65535", ("::1", 65535)),
+    ("localhost:1", ("localhost", 1)),
+    ("broker-1.example.com.:9092", ("broker-1.example.com.", 9092)),
+])
+def test_good_addresses_parse(address, expected):
+    assert parse_address(address) == expected
+    assert load(env={}, overrides={"kafka.address": address}).kafka.address == address
+
+
+@given(st.one_of(st.ip_addresses(v=4).map(str), st.ip_addresses(v=6).map(lambda a: f"[{a}]")),
+       st.integers(0, 65535))
+def test_every_ip_literal_and_port_round_trips(host, port):
+    parsed_host, parsed_port = parse_address(f"{host}:{port}")
+    assert ipaddress.ip_address(parsed_host) == ipaddress.ip_address(host.strip("[]"))
+    assert parsed_port == port
+
+
+@given(st.integers(65536, 10**12))
+def test_every_port_past_65535_is_refused(port):
+    with pytest.raises(ConfigError, match="out of range"):
+        parse_address(f"127.0.0.1:{port}", "--tcp-address")
+
+
+def test_the_option_is_named_as_the_user_gave_it(tmp_path):
+    f = tmp_path / "hw.toml"
+    f.write_text("[kafka]\ndefault_partitions = 'three'\n")
+    e = refused(path=str(f))
+    assert e.option == f"kafka.default_partitions in {f}" and e.problem == "'three' is not an integer"
+    e = refused(env={"HEADWATER_KAFKA_DEFAULT_PARTITIONS": "three"})
+    assert e.option == "HEADWATER_KAFKA_DEFAULT_PARTITIONS"
+    e = refused(overrides={"logging.level": "verbose"})
+    assert e.option == "--log-level" and "debug, info, warning, error, critical" in e.problem
+    e = refused(overrides={"kafka.default_partitions": "x"}, flag_names={})
+    assert e.option == "kafka.default_partitions"  # no flag: the dotted key
+
+
+@pytest.mark.parametrize("env,problem", [
+    ({"HEADWATER_TCP_ENABLED": "maybe"}, "'maybe' is not a boolean (true/false)"),
+    ({"HEADWATER_SYSTEM_RETENTION_INTERVAL_S": "soon"}, "'soon' is not a number"),
+    ({"HEADWATER_SYSTEM_RETENTION_INTERVAL_S": "0"}, "0.0 is below the minimum 0.001"),
+    ({"HEADWATER_SYSTEM_RETENTION_INTERVAL_S": "nan"}, "nan is below the minimum 0.001"),
+    ({"HEADWATER_KAFKA_DEFAULT_PARTITIONS": "0"}, "0 is below the minimum 1"),
+    ({"HEADWATER_KAFKA_GROUP_MAX_SIZE": "-1"}, "-1 is below the minimum 0"),
+    ({"HEADWATER_TCP_MAX_FRAME_SIZE": "100"}, "100 is below the minimum 256"),
+    ({"HEADWATER_LOGGING_FORMAT": "xml"}, "'xml' is not a log format (text, json)"),
+    ({"HEADWATER_LOGGING_LEVEL": "verbose"}, "'verbose' is not a log level (debug, info, warning, error, critical)"),
+    ({"HEADWATER_KAFKA_ADVERTISED_ADDRESS": "nope"}, "'nope' is not HOST:PORT"),
+    ({"HEADWATER_TCP_NOPE": "1"}, "unknown key tcp.nope"),
+    ({"HEADWATER_NOPE": "1"}, "unknown environment variable"),
+])
+def test_bad_values_name_the_variable(env, problem):
+    e = refused(env=env)
+    assert e.option == next(iter(env)) and e.problem == problem
+
+
+def test_toml_types_are_checked_too(tmp_path):
+    f = tmp_path / "hw.toml"
+    f.write_text("[tcp]\nenabled = 3\n")
+    assert refused(path=str(f)).problem == "3 is not a boolean (true/false)"
+    f.write_text("[kafka]\ndefault_partitions = true\n")
+    assert refused(path=str(f)).problem == "True is not an integer"
+    f.write_text("[logging]\nformat = 'xml'\n")
+    assert refused(path=str(f)).option == f"logging.format in {f}"
+    f.write_text("tcp = 1\n")
+    assert refused(path=str(f)).problem == "a top-level key must be a [section]"
+    e = refused(path=str(tmp_path / "missing.toml"))
+    assert e.option == "--config" and "missing.toml" in e.problem
+
+
+def test_level_and_format_are_case_insensitive_and_normalized():
+    cfg = load(env={"HEADWATER_LOGGING_FORMAT": "JSON"}, overrides={"logging.level": "Warning"})
+    assert (cfg.logging.level, cfg.logging.format) == ("warning", "json")
+
+
+@pytest.mark.parametrize("tcp,kafka", [
+    ("127.0.0.1:9000", "127.0.0.1:9000"),
+    ("0.0.0.0:9000", "127.0.0.1:9000"),
+    ("127.0.0.2:9000", ":9000"),
+    ("[::]:9000", "127.0.0.1:9000"),
+])
+def test_two_listeners_on_one_port_clash(tcp, kafka):
+    e = refused(overrides={"tcp.address": tcp, "kafka.address": kafka})
+    assert e.option == "--kafka-address"
+    assert "clashes" in e.problem and "--tcp-address" in e.problem and tcp in e.problem
+
+
+@pytest.mark.parametrize("tcp,kafka,env", [
+    ("127.0.0.1:9000", "127.0.0.2:9000", {}),  # two addresses, one port each
+    ("127.0.0.1:0", "127.0.0.1:0", {}),  # each gets its own free port
+    ("127.0.0.1:9000", "127.0.0.1:9000", {"HEADWATER_KAFKA_ENABLED": "false"}),
+])
+def test_listeners_that_can_both_bind_do_not_clash(tcp, kafka, env):
+    load(env=env, overrides={"tcp.address": tcp, "kafka.address": kafka})
+
+
+def test_a_data_dir_that_is_a_file_or_under_one_is_named(tmp_path):
+    f = tmp_path / "file"
+    f.write_text("x")
+    e = refused(overrides={"system.data_dir": str(f)})
+    assert (e.option, e.problem) == ("--data-dir", f"{f} exists and is not a directory")
+    e = refused(overrides={"system.data_dir": str(f / "a" / "b")})
+    assert (e.option, e.problem) == ("--data-dir", f"{f} is not a directory")
+    assert refused(env={"HEADWATER_SYSTEM_DATA_DIR": ""}).problem == "the data directory must not be empty"
+    assert not (tmp_path / "missing").exists()
+    load(env={}, overrides={"system.data_dir": str(tmp_path / "missing" / "deeper")})  # created later, by the lock
+    assert not (tmp_path / "missing").exists()  # validating writes nothing
+
+
+def test_sources_say_where_each_value_came_from(tmp_path):
+    f = tmp_path / "hw.toml"
+    f.write_text("[tcp]\naddress = '127.0.0.1:1'\n[kafka]\naddress = '127.0.0.1:2'\n")
+    sources: dict[str, str] = {}
+    cfg = load(str(f), env={"HEADWATER_KAFKA_ADDRESS": "127.0.0.1:3"}, overrides={"logging.level": "debug"},
+               flag_names=FLAGS, sources=sources)
+    assert cfg.kafka.address == "127.0.0.1:3"
+    assert sources == {"tcp.address": f"tcp.address in {f}", "kafka.address": "HEADWATER_KAFKA_ADDRESS",
+                       "logging.level": "--log-level"}
+
+
+def test_only_the_final_value_of_a_key_is_checked_but_every_layer_is_type_checked(tmp_path):
+    f = tmp_path / "hw.toml"
+    f.write_text("[tcp]\naddress = 'nonsense'\n[logging]\nlevel = 'loud'\n")
+    cfg = load(str(f), env={"HEADWATER_TCP_ADDRESS": "127.0.0.1:1"}, overrides={"logging.level": "error"})
+    assert (cfg.tcp.address, cfg.logging.level) == ("127.0.0.1:1", "error")  # overridden: never in force
+    f.write_text("[kafka]\ndefault_partitions = 'three'\n")
+    e = refused(path=str(f), env={"HEADWATER_KAFKA_DEFAULT_PARTITIONS": "2"})
+    assert e.option == f"kafka.default_partitions in {f}"  # a malformed file is refused anyway
+
+
+def test_defaults_are_checked_too(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "local_data").write_text("a file where the default data directory goes")
+    e = refused()
+    assert (e.option, e.problem) == ("system.data_dir", "local_data exists and is not a directory")
