@@ -70,7 +70,9 @@ def tables(result: dict) -> str:
             elif r["error"]:
                 cells += ["error", "", ""]
             else:
-                cells += [_n(r["msg_s"]), _n(r["mb_s"], 1), _n(r["cpu_s_per_m"], 1)]
+                partial = "" if r["op"] == "produce" or r["stopped_by"] != "time" else \
+                    f" ({r['count']:,} of {r['expected']:,} in {r['seconds']:.0f} s)"
+                cells += [_n(r["msg_s"]) + partial, _n(r["mb_s"], 1), _n(r["cpu_s_per_m"], 1)]
         if lat and lat["lat_us"]:
             q = lat["lat_us"]
             cells.append(f"{q['p50'] / 1000:.2f} / {q['p99'] / 1000:.2f} / {q['p999'] / 1000:.2f} "
