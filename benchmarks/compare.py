@@ -18,7 +18,7 @@ Systems (``--only`` takes these names):
   settings: the ceiling of the Kafka client path. No server process, so no server CPU.
 - ``redis``: Debian ``redis-server`` with ``appendonly yes``, ``appendfsync everysec`` (fsync
   "1 s") and ``always`` (fsync on); XADD through ``redis-benchmark -P 100`` and redis-py pipelines,
-  XRANGE back with redis-py.
+  XRANGE back with redis-py (the redis-py rows are skipped without it).
 - ``nats``: Debian ``nats-server -js`` (file store); nats-py ``publish_async`` (acknowledged by the
   stream) and a pull consumer.
 
@@ -56,7 +56,7 @@ from compare_servers import Headwater, Nats, Redis, ServerProcess, cpu_seconds, 
 
 CLIENTS_PY = HERE / "compare_clients.py"
 SYSTEMS = ("headwater", "mock", "redis", "nats")
-HW_DEFAULT = "1024 msgs"
+HW_DEFAULT = report.HW_DEFAULT_FSYNC
 """Headwater's default: acknowledged appends are fdatasynced once 1024 messages (or 1 MiB) are unsynced
 (topic options ``messages_required_to_save`` / ``size_of_messages_required_to_save``)."""
 REDIS_BENCHMARK_CLIENTS = 8
@@ -158,6 +158,7 @@ class Run:
         self.skipped: list[dict] = []
         self.profiles: dict = {}
         self.versions: dict = {}
+        self.machine = machine_note()  # the load average before the first server starts
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -283,7 +284,7 @@ class Run:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(10)
-        self.profiles[name] = {"raw": str(out)}
+        self.profiles[name] = {"raw": str(out), "size": self.args.sizes[0]}
 
     # -- systems ----------------------------------------------------------------------------
 
@@ -313,7 +314,7 @@ class Run:
         finally:
             rc = server.stop()
             if rc not in (0, None):
-                self.skipped.append({"system": "headwater", "why": f"server exited {rc} on SIGTERM"})
+                self.skipped.append({"system": "headwater", "rows": "none", "why": f"server exited {rc} on SIGTERM"})
 
     def mock(self) -> None:
         case = Case("mock", "librdkafka mock: confluent-kafka", "confluent", "memory")
@@ -321,11 +322,13 @@ class Run:
             self.run_case(case, size, {"mock": True, "kafka_topic": f"mock-{size}"}, None)
 
     def redis(self) -> None:
-        missing = [x for x in ("redis-server", "redis-benchmark") if not shutil.which(x)]
-        if missing or not find_spec("redis"):
-            why = f"missing: {', '.join(missing + ([] if find_spec('redis') else ['redis-py']))}"
-            self.skipped.append({"system": "redis", "why": why})
+        missing = [x for x in ("redis-server", "redis-benchmark", "redis-cli") if not shutil.which(x)]
+        if missing:
+            self.skipped.append({"system": "redis", "rows": "all", "why": f"missing: {', '.join(missing)}"})
             return
+        with_py = find_spec("redis") is not None
+        if not with_py:
+            self.skipped.append({"system": "redis", "rows": "redis-py", "why": "missing: redis-py (the bench extra)"})
         self.versions["redis"] = subprocess.run(["redis-server", "--version"], capture_output=True,
                                                 text=True, timeout=10).stdout.strip()
         for mode, fsync in (("everysec", "1 s"), ("always", "on")):
@@ -333,19 +336,21 @@ class Run:
             try:
                 for size in self.args.sizes:
                     self.redis_benchmark(server, size, fsync)
-                    case = Case("redis", f"Redis: redis-py pipeline ({mode})", "redis-py", fsync)
-                    self.run_case(case, size, {"redis": server.address, "topic": f"s-py-{size}"}, server)
+                    if with_py:
+                        case = Case("redis", f"Redis: redis-py pipeline ({mode})", "redis-py", fsync)
+                        self.run_case(case, size, {"redis": server.address, "topic": f"s-py-{size}"}, server)
             finally:
                 server.stop()
 
     def redis_benchmark(self, server: Redis, size: int, fsync: str) -> None:
         """XADD through redis-benchmark (C): ``-P 100``, 8 connections, a count sized from a short
         calibration run so the measured run lasts about ``--duration``."""
-        import redis
-
-        r = redis.Redis(host="127.0.0.1", port=server.port)
         value = "".join(string.ascii_letters[i % 52] for i in range(size))
         key = f"s-bench-{size}"
+
+        def cli(*words: str) -> str:
+            return subprocess.run(["redis-cli", "-h", "127.0.0.1", "-p", str(server.port), *words],
+                                  capture_output=True, text=True, timeout=60, check=True).stdout.strip()
 
         def xadd(n: int, stream: str) -> tuple[float, float | None]:
             cpu0, t0 = server.cpu(), time.monotonic()
@@ -361,15 +366,13 @@ class Run:
             n = self.args.max_messages
             if not self.args.quick:
                 wall, _ = xadd(20000, key + "-calibrate")
-                r.delete(key + "-calibrate")
+                cli("DEL", key + "-calibrate")
                 n = max(1000, min(n, int(20000 / wall * self.args.duration)))
             wall, cpu = xadd(n, key)
-            stored = r.xlen(key)
-        except (subprocess.SubprocessError, OSError, redis.RedisError) as e:
+            stored = int(cli("XLEN", key))
+        except (subprocess.SubprocessError, OSError, ValueError) as e:
             self.add(Row("redis", label, fsync, size, "produce", error=f"{type(e).__name__}: {e}"[:500]))
             return
-        finally:
-            r.close()
         row = Row("redis", label, fsync, size, "produce", count=stored, seconds=wall, msg_s=stored / wall,
                   mb_s=stored * size / wall / 1e6, expected=n, stopped_by="count",
                   cpu_s_per_m=cpu / stored * 1e6 if cpu is not None and stored else None)
@@ -379,7 +382,7 @@ class Run:
         if not shutil.which("nats-server") or not find_spec("nats"):
             why = "missing: " + ", ".join(x for x, ok in (("nats-server", shutil.which("nats-server")),
                                                            ("nats-py", find_spec("nats"))) if not ok)
-            self.skipped.append({"system": "nats", "why": why})
+            self.skipped.append({"system": "nats", "rows": "all", "why": why})
             return
         self.versions["nats"] = nats_version()
         server = Nats(self.base).start()
@@ -397,7 +400,8 @@ class Run:
                 try:
                     getattr(self, system)()
                 except Exception as e:  # a system that cannot start is a note, not the end of the run
-                    self.skipped.append({"system": system, "why": f"{type(e).__name__}: {e}"[:800]})
+                    self.skipped.append({"system": system, "rows": "the rest",
+                                         "why": f"{type(e).__name__}: {e}"[:800]})
                     print(f"# {system}: {type(e).__name__}: {e}", flush=True)
         finally:
             shutil.rmtree(self.base, ignore_errors=True)
@@ -405,7 +409,7 @@ class Run:
             "command": " ".join(sys.argv),
             "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
             "seconds": round(time.time() - started, 1),
-            "machine": machine_note(),
+            "machine": dict(self.machine, loadavg_at_end=[round(x, 2) for x in os.getloadavg()]),
             "versions": self.versions,
             "settings": {"sizes": self.args.sizes, "duration_s": self.args.duration,
                          "latency_duration_s": self.args.latency_duration, "max_messages": self.args.max_messages,

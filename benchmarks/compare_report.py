@@ -3,7 +3,7 @@
 Everything here reads the result dict ``compare.py`` writes as JSON (``rows``: one dict per
 system, client, fsync setting, size and op), so a saved run can be re-rendered::
 
-    .venv/bin/python benchmarks/compare_report.py results.json [--chart out.png]
+    .venv/bin/python benchmarks/compare_report.py results.json [--chart out.png] [--save]
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ def tables(result: dict) -> str:
         out += ["", "Errors:"] + [f"- {r['system']} {r['label']} {_size(r['size'])} {r['op']}: {r['error']}"
                                   for r in errors]
     for s in result.get("skipped", []):
-        out.append(f"- skipped {s['system']}: {s['why']}")
+        out.append(f"- skipped {s['system']} ({s.get('rows', 'all')} rows): {s['why']}")
     return "\n".join(out)
 
 
@@ -102,7 +102,8 @@ def ratio_lines(rows: list[dict]) -> list[str]:
     """
     ok = [r for r in rows if not r["error"] and r["count"]]
     hw = [r for r in ok if r["system"] == "headwater"]
-    lines = ["| size | op | peer | fsync | Headwater msg/s / peer | Headwater CPU s/M / peer |", "|---|---|---|---|---:|---:|"]
+    lines = ["| size | op | peer | fsync | Headwater msg/s / peer (Headwater's fastest row) |"
+             " Headwater CPU s/M / peer (its leanest row) |", "|---|---|---|---|---:|---:|"]
     for peer in (r for r in ok if r["system"] != "headwater" and r["op"] in ("produce", "consume")):
         want_on = peer["fsync"] == "on"
         mine = [r for r in hw if r["size"] == peer["size"] and r["op"] == peer["op"]
@@ -111,11 +112,12 @@ def ratio_lines(rows: list[dict]) -> list[str]:
             mine = [r for r in mine if "confluent" in r["label"]]
         if not mine:
             continue
-        best = max(r["msg_s"] for r in mine)
-        cpus = [r["cpu_s_per_m"] for r in mine if r["cpu_s_per_m"]]
-        cpu_ratio = f"{min(cpus) / peer['cpu_s_per_m']:.2f}" if cpus and peer["cpu_s_per_m"] else "-"
+        fast = max(mine, key=lambda r: r["msg_s"])
+        lean = min((r for r in mine if r["cpu_s_per_m"]), key=lambda r: r["cpu_s_per_m"], default=None)
+        cpu_ratio = (f"{lean['cpu_s_per_m'] / peer['cpu_s_per_m']:.2f} ({lean['label']})"
+                     if lean and peer["cpu_s_per_m"] else "-")
         lines.append(f"| {_size(peer['size'])} | {peer['op']} | {peer['label']} | {peer['fsync']} | "
-                     f"{best / peer['msg_s']:.2f} | {cpu_ratio} |")
+                     f"{fast['msg_s'] / peer['msg_s']:.2f} ({fast['label']}) | {cpu_ratio} |")
     return lines
 
 
@@ -153,23 +155,27 @@ def _short(frame: str) -> str:
     return f"{name} ({short})" if where else name
 
 
+HW_DEFAULT_FSYNC = "1024 msgs"
+
+
 def summarise_profiles(result: dict) -> dict:
     """Each profile's top functions with their share of busy samples and µs per message
     (share x the server CPU µs per message of the produce row measured in that window)."""
     out = {}
-    rows = {(r["label"], r["op"], r["fsync"]): r for r in result["rows"] if r["system"] == "headwater"}
+    rows = {(r["label"], r["op"], r["fsync"], r["size"]): r for r in result["rows"] if r["system"] == "headwater"}
+    size = result["settings"]["sizes"][0]  # compare.py profiles the first size
     which = {"confluent-kafka produce": "Kafka: confluent-kafka", "apache-iggy send": "Iggy: apache-iggy x1"}
     for name, info in result.get("profiles", {}).items():
         if "raw" not in info or not Path(info["raw"]).exists():
             out[name] = info
             continue
         s = summarise_raw(Path(info["raw"]))
-        row = next((r for (label, op, fsync), r in rows.items()
-                    if label == which.get(name) and op == "produce" and fsync != "on"), {})
+        row = rows.get((which.get(name), "produce", HW_DEFAULT_FSYNC, info.get("size", size)), {})
         us = (row.get("cpu_s_per_m") or 0.0)  # s per million = µs per message
         total = s["samples"] or 1
         out[name] = {
-            "raw": info["raw"], "samples": s["samples"], "server_cpu_us_per_msg": us,
+            "raw": info["raw"], "size": info.get("size", size), "samples": s["samples"],
+            "server_cpu_us_per_msg": us,
             "self": [{"function": f, "share": round(n / total, 4), "us_per_msg": round(us * n / total, 3)}
                      for f, n in s["self"]],
             "inclusive": [{"function": f, "share": round(n / total, 4), "us_per_msg": round(us * n / total, 3)}
@@ -208,8 +214,8 @@ def chart(result: dict, path: str) -> None:
         return
     panels = (("produce", "msg_s", "produce msg/s"), ("consume", "msg_s", "consume msg/s"),
               ("produce", "cpu_s_per_m", "server CPU s / M msgs (produce)"))
-    fig, axes = plt.subplots(len(sizes), 3, figsize=(18, 1.2 + 0.42 * len(rows) / max(1, len(sizes)) * len(sizes)),
-                             squeeze=False)
+    per_size = max(len([r for r in rows if r["size"] == s and r["op"] == "produce"]) for s in sizes)
+    fig, axes = plt.subplots(len(sizes), 3, figsize=(17, 1.0 + (0.6 + 0.24 * per_size) * len(sizes)), squeeze=False)
     colors = {"headwater": "#1f77b4", "mock": "#7f7f7f", "redis": "#d62728", "nats": "#2ca02c"}
     for i, size in enumerate(sizes):
         for j, (op, metric, title) in enumerate(panels):
@@ -224,14 +230,15 @@ def chart(result: dict, path: str) -> None:
             ax.set_yticks(range(len(values)))
             ax.set_yticklabels(labels, fontsize=7)
             ax.invert_yaxis()
-            ax.set_xscale("log")
+            if metric == "msg_s":
+                ax.set_xscale("log")
             ax.set_title(f"{title}, {_size(size)}", fontsize=9)
             ax.tick_params(axis="x", labelsize=7)
             for k, v in enumerate(values):
-                ax.text(v, k, f" {v:,.0f}" if v >= 10 else f" {v:.2f}", va="center", fontsize=6)
-    fig.suptitle(f"Headwater and peers on loopback, {result['started']} (loaded 2-core VM; server CPU "
+                ax.text(v, k, f" {v:,.0f}" if v >= 10 else f" {v:.1f}", va="center", fontsize=6)
+    fig.suptitle(f"Headwater and peers on loopback, {result['started']} (a loaded 2-core VM: server CPU "
                  f"per message is the load-robust figure)", fontsize=10)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 0.97))
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
@@ -240,14 +247,19 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="Re-render a compare.py JSON result")
     ap.add_argument("json")
     ap.add_argument("--chart")
+    ap.add_argument("--save", action="store_true", help="write the re-summarised result back to the JSON file")
     args = ap.parse_args(argv)
     result = json.loads(Path(args.json).read_text())
+    if result.get("profiles"):
+        result["profiles"] = summarise_profiles(result)  # again, while the raw py-spy files exist
     print(tables(result))
     if result.get("profiles"):
         print()
         print(profile_text(result["profiles"]))
     if args.chart:
         chart(result, args.chart)
+    if args.save:
+        Path(args.json).write_text(json.dumps(result, indent=1))
     return 0
 
 

@@ -3,7 +3,8 @@ it cannot rot: every system it ran must have produced and consumed exactly the e
 messages, and its output must parse. Nothing here looks at a time or a rate.
 
 Peers missing on the machine (redis-server, nats-server, redis-py, nats-py) are skipped by the
-harness with a note; the test checks that each system either ran or was skipped with a reason.
+harness with a note; the test checks that each system either ran or was skipped with a reason
+(without redis-py only Redis's own C ``redis-benchmark`` row runs, its count checked with XLEN).
 """
 
 from __future__ import annotations
@@ -37,10 +38,11 @@ def test_compare_quick_run_moves_every_message(tmp_path):
                                                   for r in rows if r["error"]]
 
     ran = {r["system"] for r in rows}
-    skipped = {s["system"]: s["why"] for s in result["skipped"]}
+    skipped = {s["system"]: s for s in result["skipped"]}
     assert ran | set(skipped) == SYSTEMS, (ran, skipped)
     assert {"headwater", "mock"} <= ran, skipped  # their clients are test dependencies
-    assert all(why for why in skipped.values())
+    assert not ({"headwater", "mock"} & set(skipped)), skipped
+    assert all(s["why"] and s["rows"] for s in skipped.values())
 
     produced = {(r["system"], r["label"], r["fsync"]): r for r in rows if r["op"] == "produce"}
     for key, r in produced.items():
@@ -48,8 +50,9 @@ def test_compare_quick_run_moves_every_message(tmp_path):
     consumed = [r for r in rows if r["op"] == "consume"]
     for r in consumed:
         assert r["count"] == r["expected"] == MESSAGES, (r["system"], r["label"], r["count"], r["expected"])
-    # every system that ran read its messages back, through each protocol's consumer
-    assert {r["system"] for r in consumed} == ran
+    # every system that ran read its messages back (unless only its consuming client is missing)
+    partly = {name for name, s in skipped.items() if s["rows"] != "all"}
+    assert {r["system"] for r in consumed} >= ran - partly
     labels = {r["label"] for r in consumed}
     assert {"Iggy: apache-iggy poll", "Kafka: confluent-kafka", "Kafka: kafka-python", "Kafka: aiokafka"} <= labels
     for r in (r for r in rows if r["op"] == "latency"):
