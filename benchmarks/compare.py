@@ -448,7 +448,7 @@ def parse_args(argv: list[str] | None = None):
     ap.add_argument("--server-python", default=sys.executable,
                     help="interpreter that runs `headwater serve` (another venv/worktree; default this one)")
     ap.add_argument("--quick", action="store_true", help="smoke run: 100 B only, 0.5 s runs")
-    ap.add_argument("--json", help="write the results here (JSON)")
+    ap.add_argument("--json", help="write the results here (JSON; default: a new file in the temp directory)")
     ap.add_argument("--chart", help="render a PNG chart here (needs matplotlib: the bench extra)")
     ap.add_argument("--profile", metavar="DIR",
                     help="py-spy the server during the confluent-kafka produce and apache-iggy send runs")
@@ -478,8 +478,9 @@ def main(argv: list[str] | None = None) -> int:
     if result["profiles"]:
         print()
         print(report.profile_text(result["profiles"]))
-    if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=1))
+    path = Path(args.json or Path(tempfile.gettempdir()) / f"headwater-compare-{time.strftime('%Y%m%dT%H%M%S')}.json")
+    path.write_text(json.dumps(result, indent=1))
+    print(f"\nresults: {path}")
     if args.chart:
         report.chart(result, args.chart)
     return 0
