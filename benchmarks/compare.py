@@ -38,6 +38,7 @@ import os
 import platform
 import queue
 import shutil
+import signal
 import string
 import subprocess
 import sys
@@ -231,6 +232,7 @@ class Run:
                     return
             peak = None
             for op in case.phases:
+                check_stop()
                 if op == "produce":
                     ph = self.phase(op)
                     ph["max_messages"] = max(1, self.args.max_messages // n)
@@ -362,6 +364,7 @@ class Run:
             return wall, (cpu1 - cpu0 if cpu0 is not None and cpu1 is not None else None)
 
         label = f"Redis: redis-benchmark -P {REDIS_BENCHMARK_PIPELINE} ({server.appendfsync})"
+        check_stop()
         try:
             n = self.args.max_messages
             if not self.args.quick:
@@ -469,8 +472,24 @@ def parse_args(argv: list[str] | None = None):
     return args
 
 
+STOP = threading.Event()
+
+
+def _on_sigterm(*_) -> None:
+    """SIGTERM unwinds like Ctrl-C, so every server and worker started so far is stopped. The
+    flag is checked again before every phase, in case a client library swallowed the exit."""
+    STOP.set()
+    raise SystemExit(143)
+
+
+def check_stop() -> None:
+    if STOP.is_set():
+        raise SystemExit(143)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    signal.signal(signal.SIGTERM, _on_sigterm)
     result = Run(args).go()
     if args.profile:
         result["profiles"] = report.summarise_profiles(result)

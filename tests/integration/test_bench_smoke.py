@@ -10,6 +10,8 @@ harness with a note; the test checks that each system either ran or was skipped 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -26,12 +28,18 @@ pytestmark = pytest.mark.slow
 def test_compare_quick_run_moves_every_message(tmp_path):
     out = tmp_path / "results.json"
     # a long --duration with a small --max-messages: every produce run ends by count, never by time
-    proc = subprocess.run(
+    proc = subprocess.Popen(
         [sys.executable, str(COMPARE), "--quick", "--duration", "120", "--latency-duration", "0.2",
          "--max-messages", str(MESSAGES), "--json", str(out)],
-        capture_output=True, text=True, timeout=280,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
     )
-    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-4000:]
+    try:
+        stdout, stderr = proc.communicate(timeout=280)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)  # the harness, its servers and its client workers
+        stdout, stderr = proc.communicate()
+        pytest.fail("compare.py --quick did not finish: " + stdout[-6000:] + stderr[-4000:])
+    assert proc.returncode == 0, stdout[-6000:] + stderr[-4000:]
     result = json.loads(out.read_text())
     rows = result["rows"]
     assert not [r for r in rows if r["error"]], [f"{r['system']} {r['label']} {r['op']}: {r['error']}"
@@ -60,7 +68,7 @@ def test_compare_quick_run_moves_every_message(tmp_path):
         assert r["lat_us"]["p50"] <= r["lat_us"]["p99"] <= r["lat_us"]["p999"]
 
     # the printed table has one line per client row, and the JSON re-renders
-    table_lines = [line for line in proc.stdout.splitlines() if line.startswith("| ")]
+    table_lines = [line for line in stdout.splitlines() if line.startswith("| ")]
     assert len(table_lines) >= 2 + len(produced)
     sys.path.insert(0, str(COMPARE.parent))
     import compare_report
