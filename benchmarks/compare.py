@@ -462,6 +462,8 @@ def parse_args(argv: list[str] | None = None):
             args.sizes = "100"
     args.latency_duration = args.latency_duration if args.latency_duration is not None else (
         0.5 if args.quick else args.duration)
+    # absolute, not resolved: a venv's python is a symlink that must keep its venv path
+    args.server_python = os.path.abspath(shutil.which(args.server_python) or args.server_python)
     args.sizes = [int(x) for x in str(args.sizes).split(",") if x]
     args.only = [x.strip() for x in args.only.split(",") if x.strip()]
     unknown = set(args.only) - set(SYSTEMS)
