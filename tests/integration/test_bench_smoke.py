@@ -1,0 +1,76 @@
+"""The side-by-side benchmark (``benchmarks/compare.py``) in ``--quick`` mode with tiny counts, so
+it cannot rot: every system it ran must have produced and consumed exactly the expected number of
+messages, and its output must parse. Nothing here looks at a time or a rate.
+
+Peers missing on the machine (redis-server, nats-server, redis-py, nats-py) are skipped by the
+harness with a note; the test checks that each system either ran or was skipped with a reason
+(without redis-py only Redis's own C ``redis-benchmark`` row runs, its count checked with XLEN).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+COMPARE = Path(__file__).resolve().parents[2] / "benchmarks" / "compare.py"
+SYSTEMS = {"headwater", "mock", "redis", "nats"}
+MESSAGES = 4000  # a multiple of 4 producers x 1000-message batches, so every producer stops by count
+
+pytestmark = pytest.mark.slow
+
+
+def test_compare_quick_run_moves_every_message(tmp_path):
+    out = tmp_path / "results.json"
+    # a long --duration with a small --max-messages: every produce run ends by count, never by time
+    proc = subprocess.Popen(
+        [sys.executable, str(COMPARE), "--quick", "--duration", "120", "--latency-duration", "0.2",
+         "--max-messages", str(MESSAGES), "--json", str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )
+    try:
+        stdout, stderr = proc.communicate(timeout=280)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)  # the harness, its servers and its client workers
+        stdout, stderr = proc.communicate()
+        pytest.fail("compare.py --quick did not finish: " + stdout[-6000:] + stderr[-4000:])
+    assert proc.returncode == 0, stdout[-6000:] + stderr[-4000:]
+    result = json.loads(out.read_text())
+    rows = result["rows"]
+    assert not [r for r in rows if r["error"]], [f"{r['system']} {r['label']} {r['op']}: {r['error']}"
+                                                  for r in rows if r["error"]]
+
+    ran = {r["system"] for r in rows}
+    skipped = {s["system"]: s for s in result["skipped"]}
+    assert ran | set(skipped) == SYSTEMS, (ran, skipped)
+    assert {"headwater", "mock"} <= ran, skipped  # their clients are test dependencies
+    assert not ({"headwater", "mock"} & set(skipped)), skipped
+    assert all(s["why"] and s["rows"] for s in skipped.values())
+
+    produced = {(r["system"], r["label"], r["fsync"]): r for r in rows if r["op"] == "produce"}
+    for key, r in produced.items():
+        assert r["count"] == MESSAGES and r["stopped_by"] == "count", (key, r["count"])
+    consumed = [r for r in rows if r["op"] == "consume"]
+    for r in consumed:
+        assert r["count"] == r["expected"] == MESSAGES, (r["system"], r["label"], r["count"], r["expected"])
+    # every system that ran read its messages back (unless only its consuming client is missing)
+    partly = {name for name, s in skipped.items() if s["rows"] != "all"}
+    assert {r["system"] for r in consumed} >= ran - partly
+    labels = {r["label"] for r in consumed}
+    assert {"Iggy: apache-iggy poll", "Kafka: confluent-kafka", "Kafka: kafka-python", "Kafka: aiokafka"} <= labels
+    for r in (r for r in rows if r["op"] == "latency"):
+        assert r["count"] > 0 and set(r["lat_us"]) == {"p50", "p99", "p999", "n"}, r
+        assert r["lat_us"]["p50"] <= r["lat_us"]["p99"] <= r["lat_us"]["p999"]
+
+    # the printed table has one line per client row, and the JSON re-renders
+    table_lines = [line for line in stdout.splitlines() if line.startswith("| ")]
+    assert len(table_lines) >= 2 + len(produced)
+    sys.path.insert(0, str(COMPARE.parent))
+    import compare_report
+
+    assert compare_report.tables(result).splitlines()[0] == table_lines[0]
