@@ -35,20 +35,22 @@ class App:
     _jobs: list[asyncio.Task] = field(default_factory=list)
 
     async def start(self) -> None:
-        from .frontends.iggy.server import make_iggy_serve
+        from .frontends.iggy.server import iggy_limits, make_iggy_serve
 
         cfg = self.config
         if cfg.tcp.enabled:
             host, port = parse_address(cfg.tcp.address)
-            self.listeners.append(Listener("iggy-tcp", host, port, make_iggy_serve(self.broker, cfg.tcp, cfg.system.data_dir)))
+            self.listeners.append(Listener(
+                "iggy-tcp", host, port, make_iggy_serve(self.broker, cfg.tcp, cfg.system.data_dir), limits=iggy_limits(cfg.tcp)
+            ))
         if cfg.kafka.enabled:
             try:
-                from .frontends.kafka.server import make_kafka_serve
+                from .frontends.kafka.server import kafka_limits, make_kafka_serve
             except ImportError:
                 make_kafka_serve = None
             if make_kafka_serve is not None:
                 host, port = parse_address(cfg.kafka.address)
-                self.listeners.append(Listener("kafka", host, port, make_kafka_serve(self.broker, cfg.kafka)))
+                self.listeners.append(Listener("kafka", host, port, make_kafka_serve(self.broker, cfg.kafka), limits=kafka_limits(cfg.kafka)))
         for listener in self.listeners:
             await listener.start()
         self._jobs.append(asyncio.create_task(self._every(cfg.system.retention_interval_s, self.broker.apply_retention)))
