@@ -13,6 +13,12 @@ Example file::
     address = "0.0.0.0:8090"
     [kafka]
     enabled = false
+
+Connection limits (``max_connections``, ``max_connection_buffer_bytes``,
+``frame_receive_timeout_s``, ``send_stall_timeout_s``, the idle timeouts) are
+the same in ``[tcp]`` and ``[kafka]``; each 0 turns one off. They are enforced
+in ``frontends/listener.py``; docs/gaps.md says where they differ from Iggy and
+Kafka.
 """
 
 from __future__ import annotations
