@@ -8,6 +8,7 @@ use. Every wait is bounded; every client is closed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import struct
 
 import pytest
@@ -44,10 +45,15 @@ def frame(body: bytes = b"ping") -> bytes:
     return SIZE.pack(len(body)) + body
 
 
-async def started(limits: Limits, toy: Toy) -> Listener:
+@contextlib.asynccontextmanager
+async def serving(limits: Limits, toy: Toy):
+    """A started listener, stopped on exit."""
     listener = Listener("toy", "127.0.0.1", 0, toy.serve, limits=limits)
     await listener.start()
-    return listener
+    try:
+        yield listener
+    finally:
+        await listener.stop()
 
 
 async def closed_within(reader: asyncio.StreamReader, timeout: float) -> bytes:
@@ -90,25 +96,24 @@ def test_kafka_idle_is_connections_max_idle_ms():
     assert kafka_limits(KafkaConfig(connections_max_idle_ms=0)).idle_timeout_s == 0.0
 
 
-def test_an_idle_connection_gets_the_idle_hook_then_is_closed_and_a_busy_one_is_not():
+def test_an_idle_connection_gets_the_idle_hook_then_is_closed_and_an_active_one_is_not():
     async def go():
         toy = Toy()
-        listener = await started(Limits(idle_timeout_s=0.3), toy)
-        r1, w1 = await asyncio.open_connection("127.0.0.1", listener.bound_port)
-        r2, w2 = await asyncio.open_connection("127.0.0.1", listener.bound_port)
-        try:
-            for _ in range(8):  # 0.8 s of requests 0.1 s apart on the second connection
+        async with serving(Limits(idle_timeout_s=0.3), toy) as listener:
+            r1, w1 = await asyncio.open_connection("127.0.0.1", listener.bound_port)
+            r2, w2 = await asyncio.open_connection("127.0.0.1", listener.bound_port)
+            try:
+                for _ in range(8):  # 0.8 s of requests 0.1 s apart on the second connection
+                    w2.write(frame())
+                    assert await asyncio.wait_for(r2.readexactly(8), 5) == SIZE.pack(4) + b"ping"
+                    await asyncio.sleep(0.1)
+                assert await closed_within(r1, 5) == b"BYE!"
+                assert toy.idle_hooks == 1
                 w2.write(frame())
                 assert await asyncio.wait_for(r2.readexactly(8), 5) == SIZE.pack(4) + b"ping"
-                await asyncio.sleep(0.1)
-            assert await closed_within(r1, 5) == b"BYE!"
-            assert toy.idle_hooks == 1
-            w2.write(frame())
-            assert await asyncio.wait_for(r2.readexactly(8), 5) == SIZE.pack(4) + b"ping"
-        finally:
-            w1.close()
-            w2.close()
-            await listener.stop()
+            finally:
+                w1.close()
+                w2.close()
 
     run(go())
 
@@ -116,15 +121,14 @@ def test_an_idle_connection_gets_the_idle_hook_then_is_closed_and_a_busy_one_is_
 def test_a_frame_not_whole_by_the_deadline_is_closed():
     async def go():
         toy = Toy()
-        listener = await started(Limits(frame_receive_timeout_s=0.3), toy)
-        reader, writer = await asyncio.open_connection("127.0.0.1", listener.bound_port)
-        try:
-            writer.write(frame(b"never whole")[:6])
-            assert await closed_within(reader, 5) == b""
-            assert toy.handled == 0 and listener.connection_count == 0
-        finally:
-            writer.close()
-            await listener.stop()
+        async with serving(Limits(frame_receive_timeout_s=0.3), toy) as listener:
+            reader, writer = await asyncio.open_connection("127.0.0.1", listener.bound_port)
+            try:
+                writer.write(frame(b"never whole")[:6])
+                assert await closed_within(reader, 5) == b""
+                assert toy.handled == 0 and listener.connection_count == 0
+            finally:
+                writer.close()
 
     run(go())
 
@@ -132,23 +136,22 @@ def test_a_frame_not_whole_by_the_deadline_is_closed():
 def test_connections_past_the_limit_are_closed_before_anything_is_read():
     async def go():
         toy = Toy()
-        listener = await started(Limits(max_connections=2), toy)
-        conns = []
-        try:
-            for _ in range(2):
+        async with serving(Limits(max_connections=2), toy) as listener:
+            conns = []
+            try:
+                for _ in range(2):
+                    r, w = await asyncio.open_connection("127.0.0.1", listener.bound_port)
+                    conns.append(w)
+                    w.write(frame())
+                    await asyncio.wait_for(r.readexactly(8), 5)
                 r, w = await asyncio.open_connection("127.0.0.1", listener.bound_port)
                 conns.append(w)
                 w.write(frame())
-                await asyncio.wait_for(r.readexactly(8), 5)
-            r, w = await asyncio.open_connection("127.0.0.1", listener.bound_port)
-            conns.append(w)
-            w.write(frame())
-            assert await closed_within(r, 5) == b""
-            assert toy.handled == 2 and listener.connection_count == 2
-        finally:
-            for w in conns:
-                w.close()
-            await listener.stop()
+                assert await closed_within(r, 5) == b""
+                assert toy.handled == 2 and listener.connection_count == 2
+            finally:
+                for w in conns:
+                    w.close()
 
     run(go())
 
@@ -156,18 +159,17 @@ def test_connections_past_the_limit_are_closed_before_anything_is_read():
 def test_a_client_that_never_reads_is_backpressured_then_dropped():
     async def go():
         toy = Toy(reply_size=256 * 1024)
-        listener = await started(Limits(max_buffer_bytes=64 * 1024, send_stall_timeout_s=0.5), toy)
-        reader, writer = await asyncio.open_connection("127.0.0.1", listener.bound_port, limit=1024)
-        writer.transport.pause_reading()  # this client reads nothing
-        try:
-            writer.write(frame() * 10_000)  # 80 kB of requests: 2.5 GB of replies if all were answered
-            async with asyncio.timeout(10):
-                while listener.connection_count:
-                    await asyncio.sleep(0.05)
-            # the server stopped reading requests once one reply was stuck over the bound
-            assert toy.handled < 100
-        finally:
-            writer.transport.abort()
-            await listener.stop()
+        async with serving(Limits(max_buffer_bytes=64 * 1024, send_stall_timeout_s=0.5), toy) as listener:
+            reader, writer = await asyncio.open_connection("127.0.0.1", listener.bound_port, limit=1024)
+            writer.transport.pause_reading()  # this client reads nothing
+            try:
+                writer.write(frame() * 10_000)  # 80 kB of requests: 2.5 GB of replies if all were answered
+                async with asyncio.timeout(10):
+                    while listener.connection_count:
+                        await asyncio.sleep(0.05)
+                # the server stopped reading requests once one reply was stuck over the bound
+                assert toy.handled < 100
+            finally:
+                writer.transport.abort()
 
     run(go())
