@@ -173,3 +173,25 @@ def test_a_client_that_never_reads_is_backpressured_then_dropped():
                 writer.transport.abort()
 
     run(go())
+
+
+def test_a_half_received_frame_does_not_hold_shutdown():
+    """A connection mid-frame is not busy: stop() closes it at once rather than waiting its deadline."""
+
+    async def go():
+        toy = Toy()
+        listener = Listener("toy", "127.0.0.1", 0, toy.serve, limits=Limits(frame_receive_timeout_s=600))
+        await listener.start()
+        reader, writer = await asyncio.open_connection("127.0.0.1", listener.bound_port)
+        try:
+            writer.write(frame(b"dripping")[:5])
+            async with asyncio.timeout(5):
+                while listener.connection_count == 0:
+                    await asyncio.sleep(0.01)
+            await asyncio.wait_for(listener.stop(deadline_s=600), 10)
+            assert await closed_within(reader, 5) == b""
+            assert toy.handled == 0 and listener.connection_count == 0
+        finally:
+            writer.close()
+
+    run(go())

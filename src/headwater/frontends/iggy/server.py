@@ -93,12 +93,10 @@ class IggyFrontend:
                 body = await reader.readexactly(size - _HEADER) if size > _HEADER else b""
                 conn.handling()
                 out = await self._handle(ctx, cs, head, body)
-                if cs.state is State.CLOSED:
-                    if out:
-                        writer.write(out)
+                await conn.reply(writer, out)
+                if cs.state is State.CLOSED:  # evicted: the Eviction frame leaves, then the connection closes
                     await conn.drain(writer)
                     return
-                await conn.reply(writer, out)
         finally:
             if cs.client is not None and cs.epoch is not None:
                 self.clients.forget(cs.client, cs.epoch)
