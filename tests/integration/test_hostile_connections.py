@@ -262,14 +262,15 @@ def test_connections_past_max_connections_are_closed_at_once_and_logged(capped, 
     held: list[socket.socket] = []
     extra: list[socket.socket] = []
     try:
-        for _ in range(20):
+        for i in range(20):
             s = connect(port)
             held.append(s)
-            assert served(listener, capped, s)
+            assert served(listener, capped, s), f"connection {i} under the limit not served:\n{capped.log()[-3000:]}"
         for _ in range(30):
             extra.append(connect(port))
-        assert closed_by_peer(extra, 10) == set(range(30)), "connections past the limit were kept or queued"
-        assert all(served(listener, capped, s) for s in held)
+        refused = closed_by_peer(extra, 10)
+        assert refused == set(range(30)), f"{30 - len(refused)} connections past the limit kept or queued"
+        assert all(served(listener, capped, s) for s in held), capped.log()[-3000:]
         name = "iggy-tcp" if listener == "iggy" else "kafka"
         refusals = [line for line in log_lines(capped, "connections refused: limit reached") if f"listener={name} " in line]
         assert 1 <= len(refusals) <= 3, refusals  # 30 refusals, rate-limited lines
