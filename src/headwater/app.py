@@ -36,8 +36,8 @@ from .core.broker import Broker
 from .core.errors import BrokerError
 from .core.users import check_password, validate_password, validate_username
 from .frontends import listener as listener_mod
-from .frontends.iggy.server import make_iggy_serve
-from .frontends.kafka.server import make_kafka_serve
+from .frontends.iggy.server import iggy_limits, make_iggy_serve
+from .frontends.kafka.server import kafka_limits, make_kafka_serve
 from .frontends.listener import Listener
 from .storage.api import EngineLock, StorageError, lock_engine, open_engine
 
@@ -86,10 +86,10 @@ class App:
         cfg = self.config
         for b in bound:
             if b.name == "kafka":
-                serve_fn = make_kafka_serve(self.broker, cfg.kafka)
+                serve_fn, limits = make_kafka_serve(self.broker, cfg.kafka), kafka_limits(cfg.kafka)
             else:
-                serve_fn = make_iggy_serve(self.broker, cfg.tcp, cfg.system.data_dir)
-            self.listeners.append(Listener(b.name, b.host, b.port, serve_fn, sockets=b.sockets))
+                serve_fn, limits = make_iggy_serve(self.broker, cfg.tcp, cfg.system.data_dir), iggy_limits(cfg.tcp)
+            self.listeners.append(Listener(b.name, b.host, b.port, serve_fn, limits=limits, sockets=b.sockets))
         for b, listener in zip(bound, self.listeners):
             try:
                 await listener.start()

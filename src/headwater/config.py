@@ -22,6 +22,12 @@ Example file::
     address = "0.0.0.0:8090"
     [kafka]
     enabled = false
+
+Connection limits (``max_connections``, ``max_connection_buffer_bytes``,
+``frame_receive_timeout_s``, ``send_stall_timeout_s``, the idle timeouts) are
+the same in ``[tcp]`` and ``[kafka]``; each 0 turns one off. They are enforced
+in ``frontends/listener.py``; docs/gaps.md says where they differ from Iggy and
+Kafka.
 """
 
 from __future__ import annotations
@@ -65,6 +71,12 @@ class TcpConfig:
     max_frame_size: int = 64 * 1024 * 1024  # bytes, header included; larger frames close the connection
     session_reply_cache: int = 64  # cached metadata replies kept per client for deduplication
     heartbeat_interval_s: float = 0.0  # > 0: evict (reason 13, StaleClient) a connection silent for 1.2x this
+    # connection limits (Headwater's own: Iggy's server has none of these); 0 turns one off
+    max_connections: int = 10_000  # open connections; one accepted past this is closed at once (logged)
+    max_connection_buffer_bytes: int = 4 * 1024 * 1024  # replies queued per connection before it stops reading
+    frame_receive_timeout_s: float = 60.0  # a frame not whole this long after its first byte: connection closed
+    send_stall_timeout_s: float = 60.0  # queued replies the client has not read from for this long: dropped
+    idle_timeout_s: float = 0.0  # > 0: evict (reason 13) a connection with no request started for this long
 
 
 @dataclass(frozen=True)
@@ -82,6 +94,12 @@ class KafkaConfig:
     group_max_session_timeout_ms: int = 1_800_000
     group_max_size: int = 0  # members per group; 0 = unlimited
     offset_metadata_max_bytes: int = 4_096  # longer commit metadata gets OFFSET_METADATA_TOO_LARGE
+    # connection limits; 0 turns one off
+    connections_max_idle_ms: int = 600_000  # Kafka's connections.max.idle.ms: close a connection idle this long
+    max_connections: int = 10_000  # Kafka's max.connections (unlimited there); past it: closed at once (logged)
+    max_connection_buffer_bytes: int = 4 * 1024 * 1024  # responses queued per connection before it stops reading
+    frame_receive_timeout_s: float = 60.0  # a request not whole this long after its first byte: closed
+    send_stall_timeout_s: float = 60.0  # queued responses the client has not read from for this long: dropped
 
 
 @dataclass(frozen=True)

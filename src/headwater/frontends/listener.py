@@ -1,9 +1,41 @@
-"""The shared asyncio TCP listener: accept, track connections, shut down gracefully.
+"""The shared asyncio TCP listener: accept, track connections, enforce limits, shut down gracefully.
 
-Each front-end hands in a connection coroutine ``serve(reader, writer)``. On
-``stop`` the listener stops accepting, asks every connection to finish (the
-coroutine sees ``closing`` set and returns after its in-flight request), waits
-up to a deadline, then cancels what is left (uvicorn's shape).
+Each front-end hands in a connection coroutine ``serve(reader, writer, conn)``
+and reads and writes through its ``Connection``: ``receive`` (the first bytes
+of the next frame), ``handling`` (a whole frame is in), ``reply`` (write, then
+wait while the output is over its bound). On ``stop`` the listener stops
+accepting, asks every connection to finish (the coroutine sees ``closing`` set
+and returns after its in-flight request), waits up to a deadline, then cancels
+what is left (uvicorn's shape).
+
+Limits (``Limits``; each 0 turns it off):
+
+- ``max_connections``: a connection accepted past it is closed at once (no
+  byte read or written) and logged, at most once per ``_REFUSAL_LOG_EVERY_S``
+  with the count refused since the last line.
+- ``max_buffer_bytes``: the transport's write-buffer high-water mark. A reply
+  that leaves more than this queued makes the connection wait (``drain``) until
+  the peer has read it down to a quarter, and read no further request in the
+  meantime (backpressure; the kernel's socket buffers then stop the peer). One
+  reply is always queued whole, so a connection holds at most this plus one
+  reply, plus its reader's buffer (2 x the reader limit, or one frame).
+- A clock per connection, by phase (checked by one sweeper task per listener,
+  every quarter of the smallest timeout, at most every second):
+
+  ========== ============================== ======================== =============
+  phase      from                           limit                    then
+  ========== ============================== ======================== =============
+  IDLE       waiting for a frame's 1st byte ``idle_timeout_s``       ``on_idle``,
+                                                                     close
+  RECEIVING  the 1st byte of a frame        ``frame_receive_timeout_s`` close
+  BUSY       the whole frame is in          none (the handler's own) -
+  SENDING    waiting for the peer to read   ``send_stall_timeout_s`` abort
+             (restarts whenever the queued  (no byte read by the
+             bytes shrink)                  peer for that long)
+  CLOSING    expired, close requested       ``_CLOSE_GRACE_S``       abort
+  ========== ============================== ======================== =============
+
+  Expired connections are logged once per sweep and reason, with a count.
 
 :func:`bind` binds a listener's sockets before anything else is opened (the
 start-up order in ``headwater.app``); ``Listener(..., sockets=...)`` then
@@ -15,19 +47,148 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import time
+from dataclasses import dataclass
 from typing import Awaitable, Callable
 
 log = logging.getLogger("headwater.listener")
 
+IDLE, RECEIVING, BUSY, SENDING, CLOSING = range(5)
+_REASONS = {IDLE: "idle", RECEIVING: "frame_receive_timeout", SENDING: "send_stall", CLOSING: "close_timeout"}
+_REFUSAL_LOG_EVERY_S = 10.0
+_CLOSE_GRACE_S = 2.0
+_now = time.monotonic
+
+
+@dataclass(frozen=True)
+class Limits:
+    """A listener's connection limits; 0 turns one off. Seconds are monotonic-clock seconds."""
+
+    max_connections: int = 0
+    max_buffer_bytes: int = 4 * 1024 * 1024
+    idle_timeout_s: float = 0.0
+    frame_receive_timeout_s: float = 0.0
+    send_stall_timeout_s: float = 0.0
+
+    def timeout_for(self, phase: int) -> float:
+        if phase == IDLE:
+            return self.idle_timeout_s
+        if phase == RECEIVING:
+            return self.frame_receive_timeout_s
+        if phase == SENDING:
+            return self.send_stall_timeout_s
+        if phase == CLOSING:
+            return _CLOSE_GRACE_S
+        return 0.0
+
+    def sweep_interval_s(self) -> float:
+        """How often the sweeper runs (0: no timeout is on, no sweeper)."""
+        timeouts = [t for t in (self.idle_timeout_s, self.frame_receive_timeout_s, self.send_stall_timeout_s) if t > 0]
+        return min(1.0, max(0.05, min(timeouts) / 4)) if timeouts else 0.0
+
+
 class Connection:
-    """What a connection coroutine tells the listener: ``busy`` while it handles a request."""
+    """One accepted connection as the listener sees it: its phase, since when, and how to end it.
 
-    __slots__ = ("busy", "peer", "closing")
+    ``on_idle``, when a front-end sets it, runs when the idle timeout expires,
+    before the close (the Iggy front-end queues an Eviction there).
+    """
 
-    def __init__(self, peer: str, closing: asyncio.Event):
-        self.busy = False
+    __slots__ = ("peer", "closing", "phase", "since", "on_idle", "_writer", "_high", "_queued")
+
+    def __init__(self, peer: str, closing: asyncio.Event, writer: asyncio.StreamWriter | None = None, high: int = 0):
         self.peer = peer
         self.closing = closing  # set when the server shuts down: finish the request in hand, then return
+        self.phase = IDLE
+        self.since = _now()
+        self.on_idle: Callable[[], None] | None = None
+        self._writer = writer
+        self._high = high
+        self._queued = 0
+
+    @property
+    def busy(self) -> bool:
+        """Handling a request or sending its reply (shutdown lets it finish)."""
+        return self.phase == BUSY or self.phase == SENDING
+
+    async def receive(self, reader: asyncio.StreamReader, n: int) -> bytes:
+        """The first ``n`` bytes of the next frame: IDLE until one arrives, then RECEIVING.
+
+        Raises IncompleteReadError when the peer closes first."""
+        self.phase = IDLE
+        self.since = _now()
+        chunk = await reader.read(n)
+        self.phase = RECEIVING
+        self.since = _now()
+        if len(chunk) == n:
+            return chunk
+        if not chunk:
+            raise asyncio.IncompleteReadError(b"", n)
+        return chunk + await reader.readexactly(n - len(chunk))
+
+    def waiting(self) -> None:
+        """IDLE from now (for a read the front-end started itself)."""
+        self.phase = IDLE
+        self.since = _now()
+
+    def receiving(self) -> None:
+        self.phase = RECEIVING
+        self.since = _now()
+
+    def handling(self) -> None:
+        """The whole frame is in: no deadline until the reply is written."""
+        self.phase = BUSY
+
+    async def reply(self, writer: asyncio.StreamWriter, out) -> None:
+        """Queue ``out`` (bytes or a list of buffers); wait while more than the bound is queued.
+
+        Raises ConnectionResetError when the connection was closed meanwhile (by the peer, or by the
+        sweeper: a stuck connection is aborted, which ends its wait without an error)."""
+        if writer.transport.is_closing():
+            raise ConnectionResetError(f"connection to {self.peer} closed")
+        if out:
+            if isinstance(out, list):
+                writer.writelines(out)
+            else:
+                writer.write(out)
+        if self._high and writer.transport.get_write_buffer_size() > self._high:
+            await self.drain(writer)
+
+    async def drain(self, writer: asyncio.StreamWriter) -> None:
+        """Wait until the peer has read the queued output down (SENDING: the stall clock runs)."""
+        self.phase = SENDING
+        self.since = _now()
+        self._queued = writer.transport.get_write_buffer_size()
+        await writer.drain()
+        self.phase = BUSY
+
+    def overdue(self, now: float, limits: Limits) -> bool:
+        """True when this connection has been in its phase past the phase's limit."""
+        if self.phase == SENDING and self._writer is not None:
+            queued = self._writer.transport.get_write_buffer_size()
+            if queued < self._queued:  # the peer read something: not stuck
+                self._queued = queued
+                self.since = now
+                return False
+        timeout = limits.timeout_for(self.phase)
+        return timeout > 0 and now - self.since > timeout
+
+    def expire(self, now: float) -> None:
+        """End an overdue connection: politely when nothing is stuck, at once otherwise."""
+        writer = self._writer
+        if writer is None:
+            return
+        phase, self.phase, self.since = self.phase, CLOSING, now
+        transport = writer.transport
+        if phase == IDLE and self.on_idle is not None and not transport.is_closing():
+            try:
+                self.on_idle()
+            except Exception:
+                log.exception("idle hook failed", extra={"kv": {"peer": self.peer}})
+        if phase in (IDLE, RECEIVING):
+            transport.close()  # flushes what is queued (an Eviction), then EOF for the reader
+        else:
+            transport.abort()  # the peer does not read: drop what is queued
 
 
 Serve = Callable[[asyncio.StreamReader, asyncio.StreamWriter, Connection], Awaitable[None]]
@@ -65,24 +226,33 @@ def bind(host: str, port: int) -> list[socket.socket]:
 
 class Listener:
     def __init__(self, name: str, host: str, port: int, serve: Serve, *, limit: int = 1 << 20,
-                 sockets: list[socket.socket] | None = None):
-        """``sockets``: already bound by :func:`bind` (the listener owns them from now on;
-        :meth:`start` listens on them); None: :meth:`start` binds ``host:port`` itself."""
+                 limits: Limits | None = None, sockets: list[socket.socket] | None = None):
+        """``limits``: see the module doc (None: every limit off). ``sockets``: already
+        bound by :func:`bind` (the listener owns them from now on; :meth:`start` listens
+        on them); None: :meth:`start` binds ``host:port`` itself."""
         self.name = name
         self.host = host
         self.port = port
         self._serve = serve
         self._limit = limit
         self._sockets = sockets
+        self.limits = limits or Limits()
         self._server: asyncio.base_events.Server | None = None
         self._more_servers: list[asyncio.base_events.Server] = []  # one per further bound address
         self._tasks: dict[asyncio.Task, Connection] = {}
+        self._sweeper: asyncio.Task | None = None
+        self._refused = 0  # refused since the last log line
+        self._refused_logged_at = -1e9
         self.closing = asyncio.Event()
 
     @property
     def bound_port(self) -> int:
         assert self._server is not None
         return self._server.sockets[0].getsockname()[1]
+
+    @property
+    def connection_count(self) -> int:
+        return len(self._tasks)
 
     async def start(self) -> None:
         if self._sockets is None:
@@ -94,14 +264,39 @@ class Listener:
                 await asyncio.start_server(self._on_connect, sock=s, limit=self._limit, backlog=1024) for s in self._sockets
             ]
             self._server, self._more_servers = servers[0], servers[1:]
+        interval = self.limits.sweep_interval_s()
+        if interval:
+            self._sweeper = asyncio.create_task(self._sweep(interval))
         log.info("listening", extra={"kv": {"listener": self.name, "address": f"{self.host}:{self.bound_port}"}})
+
+    def _refuse(self, writer: asyncio.StreamWriter, peer: str) -> None:
+        writer.transport.abort()
+        self._refused += 1
+        self._log_refusals(_now(), peer)
+
+    def _log_refusals(self, now: float, peer: str = "") -> None:
+        if self._refused and now - self._refused_logged_at >= _REFUSAL_LOG_EVERY_S:
+            kv = {"listener": self.name, "max_connections": self.limits.max_connections, "open": len(self._tasks),
+                  "refused": self._refused}
+            if peer:
+                kv["peer"] = peer
+            log.warning("connections refused: limit reached", extra={"kv": kv})
+            self._refused = 0
+            self._refused_logged_at = now
 
     async def _on_connect(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
         peer = writer.get_extra_info("peername")
-        conn = Connection(f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer), self.closing)
+        peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        limits = self.limits
+        if limits.max_connections and len(self._tasks) >= limits.max_connections:
+            self._refuse(writer, peer)
+            return
+        conn = Connection(peer, self.closing, writer, limits.max_buffer_bytes)
         self._tasks[task] = conn
+        if limits.max_buffer_bytes:
+            writer.transport.set_write_buffer_limits(high=limits.max_buffer_bytes)
         sock = writer.get_extra_info("socket")
         if sock is not None:
             try:
@@ -121,12 +316,36 @@ class Listener:
         finally:
             self._tasks.pop(task, None)
             try:
-                writer.close()
+                if conn.phase == SENDING or conn.phase == CLOSING:
+                    writer.transport.abort()  # what is queued would never leave
+                else:
+                    writer.close()
             except Exception:
                 pass
 
+    async def _sweep(self, interval: float) -> None:
+        """Close connections overdue in their phase (see the module table); log a line per reason."""
+        limits = self.limits
+        while True:
+            await asyncio.sleep(interval)
+            now = _now()
+            expired: dict[int, list[str]] = {}
+            for conn in list(self._tasks.values()):
+                if conn.overdue(now, limits):
+                    expired.setdefault(conn.phase, []).append(conn.peer)
+                    conn.expire(now)
+            for phase, peers in expired.items():
+                log.info(
+                    "connections closed",
+                    extra={"kv": {"listener": self.name, "reason": _REASONS[phase], "count": len(peers), "peer": peers[0],
+                                  "after_s": limits.timeout_for(phase)}},
+                )
+            self._log_refusals(now)
+
     async def stop(self, deadline_s: float = 5.0) -> None:
         self.closing.set()
+        if self._sweeper is not None:
+            self._sweeper.cancel()
         if self._server is None and self._sockets:
             for sock in self._sockets:  # bound, never served
                 sock.close()

@@ -27,7 +27,7 @@ from ...config import TcpConfig
 from ...core import errors as core_errors
 from ...core.broker import Broker
 from ...core.users import USER_ACTIVE
-from ..listener import Connection
+from ..listener import Connection, Limits
 from . import handlers  # noqa: F401  (registers every handler)
 from .errors import code_for
 from .registry import HANDLERS, Context
@@ -41,7 +41,6 @@ _CLIENT = struct.Struct("<QQ")
 _METADATA_OPS = range(128, 160)
 _REPLICATED_CODES = frozenset(int(c) for c in COMMAND_TO_OPERATION)
 _KNOWN_CODES = frozenset(int(c) for c in Command)
-_WRITE_BUFFER_HIGH = 4 * 1024 * 1024
 _UNAUTHENTICATED = 40
 _INVALID_COMMAND = 3
 _FEATURE_UNAVAILABLE = 5
@@ -69,40 +68,35 @@ class IggyFrontend:
         ctx = Context(self.broker, client, self)
         cs = _ConnState()
         max_size = self.config.max_frame_size
-        allowance = self.config.heartbeat_interval_s * 1.2 or None  # Iggy's grace: 1.2 x the interval
+
+        def evict_stale() -> None:  # the listener's idle timeout (or the heartbeat allowance) ran out
+            writer.write(self._evict(cs, cs.client or 0, Event.STALE))
+
+        conn.on_idle = evict_stale
         try:
             while not conn.closing.is_set():
                 try:
-                    head = await asyncio.wait_for(reader.readexactly(_HEADER), allowance)
+                    head = await conn.receive(reader, _HEADER)
                 except asyncio.CancelledError:
                     return  # shutdown while idle between requests: nothing is lost, just close
-                except asyncio.TimeoutError:
-                    log.info("stale client evicted", extra={"kv": {"peer": conn.peer, "silent_s": allowance}})
-                    writer.write(self._evict(cs, cs.client or 0, Event.STALE))
-                    await writer.drain()
-                    return
                 size = _SIZE.unpack_from(head, framing.SIZE_OFFSET)[0]
                 if size < _HEADER or size > max_size:
                     # refused before a single body byte is read or buffered
                     log.info("frame size refused", extra={"kv": {"peer": conn.peer, "size": size}})
                     writer.write(self._evict(cs, _client_of(head), Event.FRAME_SIZE))
-                    await writer.drain()
+                    await conn.drain(writer)
                     return
                 if head[framing.COMMAND_OFFSET] != HeaderCommand.REQUEST:
                     writer.write(self._evict(cs, _client_of(head), Event.FRAME_COMMAND))
-                    await writer.drain()
+                    await conn.drain(writer)
                     return
                 body = await reader.readexactly(size - _HEADER) if size > _HEADER else b""
-                conn.busy = True
+                conn.handling()
                 out = await self._handle(ctx, cs, head, body)
-                if out:
-                    writer.writelines(out) if isinstance(out, list) else writer.write(out)
-                if cs.state is State.CLOSED:
-                    await writer.drain()
+                await conn.reply(writer, out)
+                if cs.state is State.CLOSED:  # evicted: the Eviction frame leaves, then the connection closes
+                    await conn.drain(writer)
                     return
-                if writer.transport.get_write_buffer_size() > _WRITE_BUFFER_HIGH:
-                    await writer.drain()
-                conn.busy = False
         finally:
             if cs.client is not None and cs.epoch is not None:
                 self.clients.forget(cs.client, cs.epoch)
@@ -287,3 +281,17 @@ class _ConnState:
 
 def make_iggy_serve(broker: Broker, config: TcpConfig, data_dir: str = "."):
     return IggyFrontend(broker, config, data_dir).serve
+
+
+def iggy_limits(config: TcpConfig) -> Limits:
+    """The Iggy listener's connection limits from ``[tcp]``. Its idle timeout is the shorter of
+    ``idle_timeout_s`` and the heartbeat allowance (1.2 x ``heartbeat_interval_s``, Iggy's grace);
+    either expiring evicts with 13 StaleClient."""
+    idle = [t for t in (config.idle_timeout_s, config.heartbeat_interval_s * 1.2) if t > 0]
+    return Limits(
+        max_connections=config.max_connections,
+        max_buffer_bytes=config.max_connection_buffer_bytes,
+        idle_timeout_s=min(idle) if idle else 0.0,
+        frame_receive_timeout_s=config.frame_receive_timeout_s,
+        send_stall_timeout_s=config.send_stall_timeout_s,
+    )

@@ -33,7 +33,7 @@ import struct
 from ...config import KafkaConfig, parse_address
 from ...core import errors as core_errors
 from ...core.broker import Broker
-from ..listener import Connection
+from ..listener import Connection, Limits
 from . import handlers  # noqa: F401  (registers every API)
 from ...codec.kafka import messages
 from ...codec.kafka.framing import SIZE, FrameError, decode_request_header, peek_header, response_prefix
@@ -45,7 +45,6 @@ from .registry import APIS, ApiKey, Context
 log = logging.getLogger("headwater.kafka")
 
 NODE_ID = 1
-_WRITE_BUFFER_HIGH = 4 * 1024 * 1024
 _API_VERSIONS_V0_ERROR = struct.Struct(">hihhh")  # error_code, [api_keys] count, key, min, max
 
 
@@ -62,11 +61,14 @@ class _Input:
         self.reader = reader
         self.ahead: asyncio.Future | None = None
 
-    async def next_size(self) -> bytes:
+    async def next_size(self, conn: Connection) -> bytes:
         if self.ahead is not None:
             ahead, self.ahead = self.ahead, None
-            return await ahead
-        return await self.reader.readexactly(4)
+            conn.waiting()
+            size = await ahead
+            conn.receiving()
+            return size
+        return await conn.receive(self.reader, 4)
 
     def read_ahead(self) -> asyncio.Future:
         """The next request's size, being read now: fails with IncompleteReadError once the peer closes."""
@@ -106,24 +108,19 @@ class KafkaFrontend:
     async def _loop(self, source: _Input, writer: asyncio.StreamWriter, conn: Connection, max_size: int) -> None:
         reader = source.reader
         while not conn.closing.is_set():
-            head = await source.next_size()
+            head = await source.next_size(conn)
             (size,) = SIZE.unpack(head)
             if size < 8 or size > max_size:
                 log.info("request size refused", extra={"kv": {"peer": conn.peer, "size": size, "max": max_size}})
                 return
             frame = await reader.readexactly(size)
-            conn.busy = True
+            conn.handling()
             try:
                 out = await self._handle(frame, conn, source)
             except Close as e:
                 log.info("connection closed", extra={"kv": {"peer": conn.peer, "reason": str(e)}})
                 return
-            finally:
-                conn.busy = False
-            if out:
-                writer.writelines(out)
-                if writer.transport.get_write_buffer_size() > _WRITE_BUFFER_HIGH:
-                    await writer.drain()
+            await conn.reply(writer, out)
 
     async def _handle(self, frame: bytes, conn: Connection, source: _Input) -> list[bytes] | None:
         try:
@@ -179,3 +176,15 @@ class KafkaFrontend:
 
 def make_kafka_serve(broker: Broker, config: KafkaConfig):
     return KafkaFrontend(broker, config).serve
+
+
+def kafka_limits(config: KafkaConfig) -> Limits:
+    """The Kafka listener's connection limits from ``[kafka]`` (idle: ``connections_max_idle_ms``,
+    Kafka's ``connections.max.idle.ms``)."""
+    return Limits(
+        max_connections=config.max_connections,
+        max_buffer_bytes=config.max_connection_buffer_bytes,
+        idle_timeout_s=config.connections_max_idle_ms / 1000,
+        frame_receive_timeout_s=config.frame_receive_timeout_s,
+        send_stall_timeout_s=config.send_stall_timeout_s,
+    )
