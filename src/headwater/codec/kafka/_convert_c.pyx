@@ -572,8 +572,8 @@ def iggy_to_kafka_records(batch, fields_of, encode_record):
     cdef const uint8_t *fr
     cdef Py_ssize_t end, pos, p_len, uh_len, payload, key_pos, key_len, count = 0
     cdef uint64_t origin, first_delta = 0, delta
-    cdef int64_t ts_ms, od = -1, base_ms = -1, max_ms = -1, override
-    cdef bint value_null, has_ts
+    cdef int64_t ts_ms, tsd, od = -1, base_ms = -1, max_ms = -1, override
+    cdef bint value_null, has_ts, simple
     cdef Out out
     cdef object scratch, key, value, headers, override_obj
     cdef object mv = memoryview(batch)
@@ -610,28 +610,28 @@ def iggy_to_kafka_records(batch, fields_of, encode_record):
             key_len = -1
             value_null = False
             has_ts = False
-            if uh_len == 0 or simple_fields(b + payload + p_len, uh_len, p_len, &key_pos, &key_len,
-                                            &value_null, &has_ts, &override) == 0:
+            simple = uh_len == 0 or simple_fields(b + payload + p_len, uh_len, p_len, &key_pos, &key_len,
+                                                  &value_null, &has_ts, &override) == 0
+            if simple:
                 if has_ts:
                     ts_ms = override
-                if count == 0:
-                    base_ms = max_ms = ts_ms
-                elif ts_ms > max_ms:
-                    max_ms = ts_ms
-                put_record(&out, od, <int64_t>(<uint64_t>ts_ms - <uint64_t>base_ms),
-                           b + payload + p_len + key_pos, key_len, b + payload, -1 if value_null else p_len)
             else:
                 key, value, headers, override_obj = fields_of(
                     mv[payload:payload + p_len], mv[payload + p_len:payload + p_len + uh_len]
                 )
                 if override_obj is not None:
                     ts_ms = override_obj
-                if count == 0:
-                    base_ms = max_ms = ts_ms
-                elif ts_ms > max_ms:
-                    max_ms = ts_ms
+            if count == 0:
+                base_ms = max_ms = ts_ms
+            elif ts_ms > max_ms:
+                max_ms = ts_ms
+            tsd = <int64_t>(<uint64_t>ts_ms - <uint64_t>base_ms)  # wrapping, as wrap_int64
+            if simple:
+                put_record(&out, od, tsd, b + payload + p_len + key_pos, key_len, b + payload,
+                           -1 if value_null else p_len)
+            else:
                 scratch = bytearray()
-                encode_record(scratch, od, <int64_t>(<uint64_t>ts_ms - <uint64_t>base_ms), key, value, headers)
+                encode_record(scratch, od, tsd, key, value, headers)
                 out_reserve(&out, len(scratch))
                 memcpy(out.buf + out.size, PyByteArray_AS_STRING(scratch), len(scratch))
                 out.size += len(scratch)

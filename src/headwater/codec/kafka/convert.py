@@ -78,6 +78,7 @@ from ... import _native
 from ..batch import MAX_TIMESTAMP_DELTA_US, Message, build_batch, iter_frames, read_header
 from ..errors import CodecError
 from ..headers import MAX_FIELD_LENGTH, MAX_USER_HEADERS_SIZE, Kind, decode_user_headers
+from . import _convert_py
 from .compression import CompressionType
 from .errors import (
     CorruptRecord,
@@ -147,8 +148,11 @@ _STRING = int(Kind.STRING)
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 _compiled = _native.load("headwater.codec.kafka._convert_c")
-"""The compiled per-record loops (``_convert_c.pyx``), or None: the pure-Python code below is the
-reference they must match byte for byte; they hand anything unusual back to it."""
+_loops = _compiled if _compiled is not None else _convert_py
+"""The per-record loops: compiled (``_convert_c.pyx``) when built, else the pure-Python twin
+(``_convert_py.py``). The reference code below (``iter_record_fields`` + ``build_batch``,
+``iter_frames`` + ``encode_record``) is the specification they must match byte for byte;
+they hand anything unusual (and every error) back to it. None: the reference alone."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -626,8 +630,8 @@ def kafka_to_iggy(
             record_errors=tuple((i, "LogAppendTime set by the producer") for i in range(count)),
         )
     section = view.records_section(max_bytes=max_uncompressed_bytes)
-    if _compiled is not None:
-        fast = _compiled_kafka_records(
+    if _loops is not None:
+        fast = _fast_kafka_records(
             section, count, h.base_timestamp, now_ms, require_key, timestamp_before_max_ms, timestamp_after_max_ms
         )
         if fast is not None:
@@ -689,7 +693,7 @@ def _batch_info(h, compression: int, max_timestamp_ms: int) -> KafkaBatchInfo:
     )
 
 
-def _compiled_kafka_records(
+def _fast_kafka_records(
     section: memoryview,
     count: int,
     base_timestamp: int,
@@ -698,14 +702,14 @@ def _compiled_kafka_records(
     before_max_ms: int | None,
     after_max_ms: int | None,
 ) -> tuple[bytes, int] | None:
-    """The compiled records loop of :func:`kafka_to_iggy`, or None when it declines (then the
-    reference loop runs and raises or converts)."""
+    """The records loop of :func:`kafka_to_iggy` (``_loops``), or None when it declines (then
+    the reference loop runs and raises or converts)."""
     low = None if before_max_ms is None else now_ms - before_max_ms
     high = None if after_max_ms is None else now_ms + after_max_ms
     for bound in (now_ms, low, high):
         if bound is not None and not _INT64_MIN <= bound <= _INT64_MAX:
             return None
-    return _compiled.kafka_records_to_iggy(
+    return _loops.kafka_records_to_iggy(
         section,
         count,
         base_timestamp,
@@ -764,9 +768,9 @@ def iggy_to_kafka(
     """
     header = read_header(batch)
     fast = None
-    if _compiled is not None:
+    if _loops is not None:
         mv = memoryview(batch)
-        fast = _compiled.iggy_to_kafka_records(
+        fast = _loops.iggy_to_kafka_records(
             mv if mv.format == "B" and mv.ndim == 1 else mv.cast("B"), kafka_fields_of, encode_record
         )
     if fast is not None:

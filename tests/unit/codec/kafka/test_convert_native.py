@@ -1,11 +1,12 @@
-"""Differential tests: the compiled loops (``_convert_c``) against the pure-Python reference.
+"""Differential tests: the compiled loops (``_convert_c``) and their pure-Python twin
+(``_convert_py``) against the reference code of ``convert.py``.
 
 Every input, valid or broken (bit flips, truncations, lying varints, lengths and
-counts), goes through ``kafka_to_iggy`` / ``iggy_to_kafka`` once with each
-implementation; both must give the same bytes, or the same error (class, Kafka
-error code, message, offset, field, record errors). Other tests check that the
-compiled loops really take the inputs they are meant to (they may decline any
-input and leave it to the reference, which would make a differential test vacuous).
+counts), goes through ``kafka_to_iggy`` / ``iggy_to_kafka`` with each implementation;
+all must give the same bytes, or the same error (class, Kafka error code, message,
+offset, field, record errors). Other tests check that both loops really take the
+inputs they are meant to (they may decline any input and leave it to the
+reference, which would make a differential test vacuous).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from hypothesis import strategies as st
 
 from headwater.codec.batch import Message, build_batch, stamp, verify
 from headwater.codec.headers import Kind
-from headwater.codec.kafka import convert
+from headwater.codec.kafka import _convert_py, convert
 from headwater.codec.kafka.compression import CompressionType
 from headwater.codec.kafka.record_batch import (
     CRC_OFFSET,
@@ -34,30 +35,33 @@ from headwater.codec.kafka.record_batch import (
 )
 
 COMPILED = convert._compiled  # as chosen at import (the conftest fixture may swap it later)
-pytestmark = pytest.mark.skipif(COMPILED is None, reason="the compiled _convert_c is not built")
+needs_compiled = pytest.mark.skipif(COMPILED is None, reason="the compiled _convert_c is not built")
+BOTH_LOOPS = [pytest.param(COMPILED, id="compiled", marks=needs_compiled), pytest.param(_convert_py, id="python")]
 
 SETTINGS = settings(deadline=None, max_examples=300, suppress_health_check=[HealthCheck.too_slow])
 NOW_MS = 1_750_000_000_000
 
 
-def outcome(fn, *args, compiled: bool, **kw):
+def outcome(fn, *args, loops, **kw):
     """``("ok", result)`` or ``("error", class, code, message, offset, field, record index, record errors)``."""
-    saved = convert._compiled
-    convert._compiled = COMPILED if compiled else None
+    saved = convert._loops
+    convert._loops = loops
     try:
         return "ok", fn(*args, **kw)
-    except Exception as e:  # noqa: BLE001 - any error must be the same on both sides
+    except Exception as e:  # noqa: BLE001 - any error must be the same on every side
         return ("error", type(e), getattr(e, "error_code", None), str(e), getattr(e, "offset", None),
                 getattr(e, "field", None), getattr(e, "record_index", None), getattr(e, "record_errors", None))
     finally:
-        convert._compiled = saved
+        convert._loops = saved
 
 
 def same_on_both(fn, *args, **kw):
-    compiled = outcome(fn, *args, compiled=True, **kw)
-    pure = outcome(fn, *args, compiled=False, **kw)
-    assert compiled == pure
-    return pure
+    """The reference's outcome, after checking the compiled loops and the pure-Python loops give it too."""
+    reference = outcome(fn, *args, loops=None, **kw)
+    if COMPILED is not None:
+        assert outcome(fn, *args, loops=COMPILED, **kw) == reference
+    assert outcome(fn, *args, loops=_convert_py, **kw) == reference
+    return reference
 
 
 # --------------------------------------------------------------------------- Kafka -> Iggy
@@ -186,8 +190,9 @@ def test_garbage_records_sections(data, count, base):
     same_on_both(convert.kafka_to_iggy, batch, NOW_MS)
 
 
-def test_compiled_loop_takes_plain_records():
-    """No key, keys up to 255 bytes, null values, out-of-window timestamps: converted in C."""
+@pytest.mark.parametrize("loops", BOTH_LOOPS)
+def test_loops_take_plain_records(loops):
+    """No key, keys up to 255 bytes, null values, out-of-window timestamps: converted by the loop."""
     cases = [
         [(None, b"v" * 100, [], NOW_MS + i) for i in range(50)],
         [(b"k", b"v", [], NOW_MS), (b"", None, [], -1), (b"\xff" * 255, b"", [], NOW_MS + 1)],
@@ -196,20 +201,21 @@ def test_compiled_loop_takes_plain_records():
     for recs in cases:
         batch = kafka_batch(recs)
         section = memoryview(batch)[HEADER_SIZE:]
-        fast = COMPILED.kafka_records_to_iggy(section, len(recs), recs[0][3], NOW_MS, False, False, 0, False, 0,
-                                              convert.kafka_user_headers)
+        fast = loops.kafka_records_to_iggy(section, len(recs), recs[0][3], NOW_MS, False, False, 0, False, 0,
+                                           convert.kafka_user_headers)
         assert fast is not None
         assert (fast[0], fast[1]) == (same_on_both(convert.kafka_to_iggy, batch, NOW_MS)[1][0],
                                       max(ts for *_, ts in recs))
 
 
-def test_compiled_loop_declines_what_it_leaves_to_the_reference():
+@pytest.mark.parametrize("loops", BOTH_LOOPS)
+def test_loops_decline_what_they_leave_to_the_reference(loops):
     wide = kafka_batch([(None, b"a", [], 0), (None, b"b", [], 2**40)])  # times past one window
     section = memoryview(wide)[HEADER_SIZE:]
-    assert COMPILED.kafka_records_to_iggy(section, 2, 0, NOW_MS, False, False, 0, False, 0, None) is None
+    assert loops.kafka_records_to_iggy(section, 2, 0, NOW_MS, False, False, 0, False, 0, None) is None
     broken = bytearray(section)
     broken[0] = 0xFF  # the first record's length runs on
-    assert COMPILED.kafka_records_to_iggy(bytes(broken), 2, 0, NOW_MS, False, False, 0, False, 0, None) is None
+    assert loops.kafka_records_to_iggy(memoryview(broken), 2, 0, NOW_MS, False, False, 0, False, 0, None) is None
 
 
 # --------------------------------------------------------------------------- Iggy -> Kafka
@@ -268,6 +274,7 @@ def test_mutated_stored_batches_fail_identically(messages, origin, edits):
     same_on_both(convert.iggy_to_kafka, broken)
 
 
+@needs_compiled
 def test_compiled_loop_takes_kafka_shaped_frames():
     blocks_ = [b"", convert.kafka_user_headers(b"key", False), convert.kafka_user_headers(None, True),
                convert.kafka_user_headers(b"", False, (), -7), tlv([(S, b"kafka.key", R, b"\xfe")])]
@@ -282,12 +289,24 @@ def test_compiled_loop_takes_kafka_shaped_frames():
     assert same_on_both(convert.iggy_to_kafka, batch)[0] == "ok"
 
 
+def test_python_loop_takes_headerless_frames():
+    batch = iggy_batch([(b"p%d" % i, b"", i * 1000) for i in range(5)], 1_700_000_000_000_000)
+
+    def refuse(*_args):
+        raise AssertionError("a headerless frame went to the reference mapping")
+
+    fast = _convert_py.iggy_to_kafka_records(memoryview(batch), refuse, refuse)
+    assert fast is not None and fast[1] == 5
+    assert same_on_both(convert.iggy_to_kafka, batch)[0] == "ok"
+
+
 def test_offset_delta_outside_int32_is_the_references_error():
     batch = bytearray(iggy_batch([(b"a", b"", 0), (b"b", b"", 1)], 0))
     struct.pack_into("<I", batch, 256 + 49 + 24, 0xFFFFFFF0)  # the second frame's offset_delta
     assert same_on_both(convert.iggy_to_kafka, bytes(batch))[1] is ValueError
 
 
+@needs_compiled
 def test_xxh3_matches_the_xxhash_package():
     import xxhash
 
