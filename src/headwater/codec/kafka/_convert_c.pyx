@@ -315,16 +315,64 @@ cdef const uint8_t *FLAGS_NAME = b"kafka.flags"
 cdef const uint8_t *TIMESTAMP_NAME = b"kafka.timestamp"
 
 
+cdef enum:
+    MAX_PLAIN_HEADERS = 32
+
+
+cdef inline uint8_t ascii_lower(uint8_t c) nogil:
+    return c + 32 if 0x41 <= c <= 0x5A else c
+
+
+cdef bint same_ascii_folded(const uint8_t *a, Py_ssize_t na, const uint8_t *b, Py_ssize_t nb) nogil:
+    cdef Py_ssize_t i
+    if na != nb:
+        return False
+    for i in range(na):
+        if ascii_lower(a[i]) != ascii_lower(b[i]):
+            return False
+    return True
+
+
 cdef Py_ssize_t simple_user_headers(uint8_t *p, const uint8_t *b, Rec *r) nogil:
-    """Write the user-headers block of a record without Kafka headers whose key is null, empty or
-    1..255 bytes (``convert.kafka_user_headers``); its size, or -1 for a longer key."""
+    """Write the user-headers block of a record (``convert.kafka_user_headers``) whose key is
+    null, empty or 1..255 bytes and whose Kafka headers (at most 32) all become plain Iggy
+    headers: ASCII keys of 1..255 bytes not starting with ``kafka.`` and not repeated (both
+    ignoring case), values of 1..255 bytes, and no ``iggy.kinds`` last. Its size, or -1 for
+    any other record (the reference mapping then writes it)."""
     cdef uint8_t *q = p
     cdef uint8_t flags = 0
     cdef uint8_t ts[8]
+    cdef Py_ssize_t pos = r.hdr_pos, h, j, i
+    cdef int64_t kl, vl
+    cdef Py_ssize_t spans[4 * MAX_PLAIN_HEADERS]
+    cdef const uint8_t *k
+    if r.key_len > MAX_FIELD or r.hdr_count > MAX_PLAIN_HEADERS:
+        return -1
+    for h in range(r.hdr_count):  # checked by scan_records: lengths fit the record
+        pos = read_zz(b, pos, r.hdr_end, 5, &kl)
+        k = b + pos
+        if kl < 1 or kl > MAX_FIELD:
+            return -1
+        for i in range(kl):
+            if k[i] >= 0x80:
+                return -1  # non-ASCII: the reference folds case by Unicode rules
+        if kl >= 6 and same_ascii_folded(k, 6, <const uint8_t *>b"kafka.", 6):
+            return -1
+        for j in range(h):
+            if same_ascii_folded(k, kl, b + spans[4 * j], spans[4 * j + 1]):
+                return -1
+        spans[4 * h] = pos
+        spans[4 * h + 1] = kl
+        pos = read_zz(b, pos + kl, r.hdr_end, 5, &vl)
+        if vl < 1 or vl > MAX_FIELD:
+            return -1
+        spans[4 * h + 2] = pos
+        spans[4 * h + 3] = vl
+        pos += vl
+    if r.hdr_count and kl == 10 and memcmp(k, b"iggy.kinds", 10) == 0:
+        return -1  # a kinds list to check: the reference does that
     if r.val_len < 0:
         flags |= 1
-    if r.key_len > MAX_FIELD:
-        return -1
     if r.key_len > 0:
         q = put_tlv(q, KIND_STRING, KEY_NAME, 9)
         q = put_tlv(q, KIND_STRING if is_utf8(b + r.key_pos, r.key_len) else KIND_RAW, b + r.key_pos, r.key_len)
@@ -337,6 +385,10 @@ cdef Py_ssize_t simple_user_headers(uint8_t *p, const uint8_t *b, Rec *r) nogil:
         q = put_tlv(q, KIND_STRING, TIMESTAMP_NAME, 15)
         put_u64le(ts, <uint64_t>r.ts)
         q = put_tlv(q, KIND_INT64, ts, 8)
+    for h in range(r.hdr_count):
+        q = put_tlv(q, KIND_STRING, b + spans[4 * h], spans[4 * h + 1])
+        q = put_tlv(q, KIND_STRING if is_utf8(b + spans[4 * h + 2], spans[4 * h + 3]) else KIND_RAW,
+                    b + spans[4 * h + 2], spans[4 * h + 3])
     return q - p
 
 
@@ -428,13 +480,15 @@ def kafka_records_to_iggy(records, Py_ssize_t count, int64_t base_timestamp, int
         for i in range(count):
             r = &recs[i]
             p_len = r.val_len if r.val_len > 0 else 0
-            out_reserve(&out, FRAME_HEADER + p_len + 400)
+            # a simple block: 329 bytes at most for key, flags and timestamp, plus per header
+            # its key and value and 10 bytes of TLV heads
+            out_reserve(&out, FRAME_HEADER + p_len + 400 + (r.hdr_end - r.hdr_pos) + 10 * r.hdr_count)
             fpos = out.size
             f = out.buf + fpos
             uh_len = 0
-            if r.hdr_count == 0 and not (r.key_len < 0 and r.val_len >= 0 and not r.override):
+            if r.hdr_count or r.key_len >= 0 or r.val_len < 0 or r.override:
                 uh_len = simple_user_headers(f + FRAME_HEADER + p_len, b, r)
-            if r.hdr_count or uh_len < 0:
+            if uh_len < 0:
                 uh = user_headers_of(
                     None if r.key_len < 0 else PyBytes_FromStringAndSize(<const char *>b + r.key_pos, r.key_len),
                     r.val_len < 0,
@@ -483,45 +537,62 @@ def kafka_records_to_iggy(records, Py_ssize_t count, int64_t base_timestamp, int
 # --------------------------------------------------------------------------- Iggy -> Kafka
 
 cdef int simple_fields(const uint8_t *uh, Py_ssize_t n, Py_ssize_t p_len, Py_ssize_t *key_pos,
-                       Py_ssize_t *key_len, bint *value_null, bint *has_ts, int64_t *ts) nogil:
-    """Read a user-headers block that holds nothing but well-formed ``kafka.key`` (String or
-    Raw), ``kafka.flags`` and ``kafka.timestamp``, each at most once, all of which
-    ``convert.kafka_fields_of`` consumes; 0, or -1 for any other block (the reference then runs)."""
+                       Py_ssize_t *key_len, bint *value_null, bint *has_ts, int64_t *ts,
+                       Py_ssize_t *spans, int *nh) nogil:
+    """Read a user-headers block that ``convert.kafka_fields_of`` maps without a kinds list:
+    well-formed ``kafka.key`` (String or Raw), ``kafka.flags`` and ``kafka.timestamp``, each at
+    most once and all consumed, and at most 32 plain headers (String key not starting with
+    ``kafka.``, not ``iggy.kinds``; String value in UTF-8 or Raw value not in UTF-8), whose
+    key and value offsets go to ``spans``. 0, or -1 for any other block (the reference then runs)."""
     cdef Py_ssize_t pos = 0, klen, vlen, vpos
+    cdef const uint8_t *k
     cdef int vkind
     cdef int flags = -1
-    cdef bint seen_key = False
+    cdef bint seen_key = False, utf8
     key_len[0] = -1
     has_ts[0] = False
     value_null[0] = False
+    nh[0] = 0
     while pos < n:
-        if n - pos < 10 or uh[pos] != KIND_STRING:
+        if n - pos < 12 or uh[pos] != KIND_STRING:
             return -1
         klen = get_u32le(uh + pos + 1)
-        if klen < 9 or klen > 15 or pos + 5 + klen + 5 > n:
+        if klen < 1 or klen > MAX_FIELD or klen > n - pos - 11:
             return -1
+        k = uh + pos + 5
         vkind = uh[pos + 5 + klen]
         vlen = get_u32le(uh + pos + 5 + klen + 1)
         vpos = pos + 5 + klen + 5
         if vkind == 0 or vlen < 1 or vlen > MAX_FIELD or vlen > n - vpos:
             return -1
-        if klen == 9 and memcmp(uh + pos + 5, KEY_NAME, 9) == 0:
+        if klen == 9 and memcmp(k, KEY_NAME, 9) == 0:
             if seen_key or (vkind != KIND_STRING and vkind != KIND_RAW):
                 return -1
             seen_key = True
             key_pos[0] = vpos
             key_len[0] = vlen
-        elif klen == 11 and memcmp(uh + pos + 5, FLAGS_NAME, 11) == 0:
+        elif klen == 11 and memcmp(k, FLAGS_NAME, 11) == 0:
             if flags >= 0 or vkind != KIND_UINT8 or vlen != 1 or uh[vpos] < 1 or uh[vpos] > 3:
                 return -1
             flags = uh[vpos]
-        elif klen == 15 and memcmp(uh + pos + 5, TIMESTAMP_NAME, 15) == 0:
+        elif klen == 15 and memcmp(k, TIMESTAMP_NAME, 15) == 0:
             if has_ts[0] or vkind != KIND_INT64 or vlen != 8:
                 return -1
             has_ts[0] = True
             ts[0] = <int64_t>get_u64le(uh + vpos)
-        else:
+        elif (klen >= 6 and memcmp(k, b"kafka.", 6) == 0) or (klen == 10 and memcmp(k, b"iggy.kinds", 10) == 0):
             return -1
+        else:
+            if vkind != KIND_STRING and vkind != KIND_RAW:
+                return -1
+            utf8 = is_utf8(uh + vpos, vlen)
+            if (vkind == KIND_STRING) != utf8 or nh[0] == MAX_PLAIN_HEADERS:
+                return -1  # a value Kafka -> Iggy would give another kind: it needs a kinds list
+            spans[4 * nh[0]] = pos + 5
+            spans[4 * nh[0] + 1] = klen
+            spans[4 * nh[0] + 2] = vpos
+            spans[4 * nh[0] + 3] = vlen
+            nh[0] += 1
         pos = vpos + vlen
     if flags > 0:
         if (flags & 1) and p_len:
@@ -535,12 +606,17 @@ cdef int simple_fields(const uint8_t *uh, Py_ssize_t n, Py_ssize_t p_len, Py_ssi
 
 
 cdef int put_record(Out *o, int64_t od, int64_t tsd, const uint8_t *key, Py_ssize_t key_len,
-                    const uint8_t *value, Py_ssize_t value_len) except -1:
-    """Append a record without headers (``record_batch.encode_record``); lengths -1 for null."""
-    cdef Py_ssize_t size = 1 + zz_size(tsd) + zz_size(od) + 1
+                    const uint8_t *value, Py_ssize_t value_len, const uint8_t *hb,
+                    const Py_ssize_t *spans, int nh) except -1:
+    """Append a record (``record_batch.encode_record``); lengths -1 for null; ``nh`` headers
+    whose key and value offsets into ``hb`` are in ``spans``."""
+    cdef Py_ssize_t size = 1 + zz_size(tsd) + zz_size(od) + zz_size(nh), n
     cdef uint8_t *p
+    cdef int h, j
     size += 1 if key_len < 0 else zz_size(key_len) + key_len
     size += 1 if value_len < 0 else zz_size(value_len) + value_len
+    for j in range(2 * nh):
+        size += zz_size(spans[2 * j + 1]) + spans[2 * j + 1]
     out_reserve(o, size + 5)
     p = put_zz(o.buf + o.size, size)
     p[0] = 0
@@ -554,8 +630,13 @@ cdef int put_record(Out *o, int64_t od, int64_t tsd, const uint8_t *key, Py_ssiz
     if value_len > 0:
         memcpy(p, value, value_len)
         p += value_len
-    p[0] = 0  # headerCount
-    o.size = p + 1 - o.buf
+    p = put_zz(p, nh)
+    for j in range(2 * nh):  # key, value, key, value...
+        n = spans[2 * j + 1]
+        p = put_zz(p, n)
+        memcpy(p, hb + spans[2 * j], n)
+        p += n
+    o.size = p - o.buf
     return 0
 
 
@@ -574,6 +655,8 @@ def iggy_to_kafka_records(batch, fields_of, encode_record):
     cdef uint64_t origin, first_delta = 0, delta
     cdef int64_t ts_ms, tsd, od = -1, base_ms = -1, max_ms = -1, override
     cdef bint value_null, has_ts, simple
+    cdef int nh
+    cdef Py_ssize_t spans[4 * MAX_PLAIN_HEADERS]
     cdef Out out
     cdef object scratch, key, value, headers, override_obj
     cdef object mv = memoryview(batch)
@@ -610,8 +693,9 @@ def iggy_to_kafka_records(batch, fields_of, encode_record):
             key_len = -1
             value_null = False
             has_ts = False
+            nh = 0
             simple = uh_len == 0 or simple_fields(b + payload + p_len, uh_len, p_len, &key_pos, &key_len,
-                                                  &value_null, &has_ts, &override) == 0
+                                                  &value_null, &has_ts, &override, spans, &nh) == 0
             if simple:
                 if has_ts:
                     ts_ms = override
@@ -628,7 +712,7 @@ def iggy_to_kafka_records(batch, fields_of, encode_record):
             tsd = <int64_t>(<uint64_t>ts_ms - <uint64_t>base_ms)  # wrapping, as wrap_int64
             if simple:
                 put_record(&out, od, tsd, b + payload + p_len + key_pos, key_len, b + payload,
-                           -1 if value_null else p_len)
+                           -1 if value_null else p_len, b + payload + p_len, spans, nh)
             else:
                 scratch = bytearray()
                 encode_record(scratch, od, tsd, key, value, headers)

@@ -69,7 +69,18 @@ def same_on_both(fn, *args, **kw):
 blobs = st.one_of(st.binary(max_size=8), st.text(max_size=6).map(str.encode), st.binary(min_size=60, max_size=300))
 keys = st.one_of(st.none(), st.just(b""), blobs, st.sampled_from([b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\xc0\xaf",
                                                                   b"\xe0\x80\xaf", "é€𐍈".encode()]))
-headers = st.lists(st.tuples(st.binary(max_size=6), st.none() | st.binary(max_size=6)), max_size=2)
+header_keys = st.one_of(
+    st.binary(max_size=6),
+    st.sampled_from([b"trace", b"Trace", b"TRACE", b"id", b"kafka.x", b"KAFKA.key", b"kafka", b"iggy.kinds",
+                     b"k\xc3\xa9", b"\xe2\x84\xaa", b"k"]),  # (U+212A KELVIN SIGN lowercases to "k")
+    st.text(alphabet="abcXYZ-._", min_size=1, max_size=8).map(str.encode),
+    st.binary(min_size=255, max_size=256),
+)
+header_values = st.one_of(
+    st.none(), st.just(b""), st.binary(max_size=6), st.text(min_size=1, max_size=6).map(str.encode),
+    st.sampled_from([b"0:uint8", b"0:raw", b"1", b"true"]), st.binary(min_size=255, max_size=256),
+)
+headers = st.lists(st.tuples(header_keys, header_values), max_size=4)
 timestamps = st.one_of(
     st.integers(NOW_MS - 5_000, NOW_MS + 5_000),
     st.just(-1),
@@ -235,7 +246,9 @@ reserved_fields = st.sampled_from([
     (S, b"kafka.flags", U8, b"\x03"), (S, b"kafka.flags", U8, b"\x04"), (S, b"kafka.flags", I64, b"\x01" * 8),
     (S, b"kafka.timestamp", I64, struct.pack("<q", -5)), (S, b"kafka.timestamp", I64, b"\x01" * 7),
     (R, b"kafka.key", S, b"raw-named"), (S, b"kafka.h.0", R, b"\x02k\x01"), (S, b"trace", S, b"t-1"),
-    (S, b"iggy.kinds", S, b"0:uint8"), (S, b"kafka.flaGs", U8, b"\x01"),
+    (S, b"iggy.kinds", S, b"0:uint8"), (S, b"kafka.flaGs", U8, b"\x01"), (S, b"trace", R, b"\xff"),
+    (S, b"Trace", R, b"utf-8 but raw"), (S, b"x", S, b"\xff\xfe"), (R, b"k", S, b"v"), (S, b"KAFKA.key", S, b"k"),
+    (S, b"\xff", S, b"non-utf-8 key"), (S, b"trace", S, b"again"),
 ])
 blocks = st.one_of(
     st.just(b""),
@@ -274,11 +287,48 @@ def test_mutated_stored_batches_fail_identically(messages, origin, edits):
     same_on_both(convert.iggy_to_kafka, broken)
 
 
+HEADER_EDGES = [
+    [(b"trace", b"1"), (b"Trace", b"2")],  # the same key ignoring case: the second is escaped
+    [(b"TRACE", b"1"), (b"x", b"2"), (b"trace", b"3")],
+    [(b"\xe2\x84\xaa", b"1"), (b"k", b"2")],  # KELVIN SIGN lowercases to "k"
+    [(b"k", b"1"), (b"K", b"\xff")],
+    [(b"KAFKA.key", b"1")], [(b"Kafka.", b"1")], [(b"kafka", b"1")],
+    [(b"a", b"0:uint8"), (b"iggy.kinds", b"0:uint8")], [(b"iggy.kinds", b"x"), (b"b", b"1")],
+    [(b"a", b"")], [(b"a", None)], [(b"", b"1")], [(b"a" * 255, b"v" * 255)], [(b"a" * 256, b"v")],
+    [(b"a", b"v" * 256)], [(b"h%d" % i, b"v") for i in range(33)], [(b"h%d" % i, b"v") for i in range(32)],
+]
+
+
+@pytest.mark.parametrize("edge", range(len(HEADER_EDGES)))
+def test_header_edge_cases_convert_identically(edge):
+    batch = kafka_batch([(b"key", b"value", HEADER_EDGES[edge], NOW_MS), (None, b"v", [], NOW_MS)])
+    ok, (iggy, _) = same_on_both(convert.kafka_to_iggy, batch, NOW_MS)
+    stored_batch = bytearray(iggy)
+    stamp(stored_batch, 0, 0, NOW_MS * 1000)
+    same_on_both(convert.iggy_to_kafka, bytes(stored_batch))
+
+
+@needs_compiled
+def test_compiled_loop_writes_plain_headers_itself():
+    recs = [(b"k", b"v", [(b"trace", b"abc"), (b"Id", b"\xff")], NOW_MS), (None, b"w", [(b"a", b"1")], NOW_MS + 1)]
+    batch = kafka_batch(recs)
+
+    def refuse(*_args):
+        raise AssertionError("plain headers went to the reference mapping")
+
+    fast = COMPILED.kafka_records_to_iggy(memoryview(batch)[HEADER_SIZE:], 2, NOW_MS, NOW_MS, False, False, 0,
+                                          False, 0, refuse)
+    assert fast is not None
+    assert fast[0] == same_on_both(convert.kafka_to_iggy, batch, NOW_MS)[1][0]
+
+
 @needs_compiled
 def test_compiled_loop_takes_kafka_shaped_frames():
     blocks_ = [b"", convert.kafka_user_headers(b"key", False), convert.kafka_user_headers(None, True),
-               convert.kafka_user_headers(b"", False, (), -7), tlv([(S, b"kafka.key", R, b"\xfe")])]
-    payloads = [b"p0", b"p1", b"", b"p3", b"p4"]  # a null value is an empty payload
+               convert.kafka_user_headers(b"", False, (), -7), tlv([(S, b"kafka.key", R, b"\xfe")]),
+               convert.kafka_user_headers(b"k", False, [(b"trace", b"abc"), (b"Bin", b"\xff")]),
+               tlv([(S, b"Trace", S, b"t"), (S, b"trace", R, b"\x80"), (S, b"KAFKA.x", S, b"y")])]
+    payloads = [b"p0", b"p1", b"", b"p3", b"p4", b"p5", b"p6"]  # a null value is an empty payload
     batch = iggy_batch([(payloads[i], h, i) for i, h in enumerate(blocks_)], 1_700_000_000_000_000)
 
     def refuse(*_args):
