@@ -25,6 +25,7 @@ NOW_MS = 1_750_000_000_000
 
 
 def best(fn, rounds: int) -> float:
+    fn()  # warm up (the first large allocations are slower: glibc's mmap threshold adapts)
     times = []
     for _ in range(rounds):
         t0 = time.perf_counter()
