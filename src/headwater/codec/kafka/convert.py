@@ -62,6 +62,13 @@ a non-empty payload, a chunk without its head, a second copy, an unknown
 ``kafka.`` name) reach Kafka as ordinary headers. An undecodable TLV block
 reaches Kafka as one header ``iggy.headers`` with the raw block.
 
+Implementation: the per-record work runs in tight loops over the bytes, compiled
+(``_convert_c.pyx``) or their pure-Python twin (``_convert_py.py``, when the
+extension is not built or ``HEADWATER_NO_EXTENSIONS=1``). The code in this module
+is the reference they must match byte for byte: they hand it every record they do
+not map themselves (Kafka or Iggy headers needing the full mapping below) and every
+batch with anything wrong, which it then converts or rejects with the precise error.
+
 Errors (Kafka codes): :class:`CorruptRecord` (2), :class:`MessageTooLarge`
 (10), :class:`InvalidTimestamp` (32), :class:`UnsupportedCompressionType`
 (76), :class:`InvalidRecord` (87); all from :mod:`.errors`.
