@@ -12,9 +12,9 @@ leader is the broker in Metadata); v17 replica_directory_id (followers only).
 Each stored Iggy batch overlapping the fetch becomes one RecordBatch v2
 (``codec.kafka.convert.iggy_to_kafka``), uncompressed, partitionLeaderEpoch
 0. The first batch starts at the fetch offset (stored batches are sliced
-there). Conversions are kept in a small LRU (:class:`ConversionCache`): a
-consumer whose partition limit stops a response after the first batch
-converts the next one, drops it, and asks for it again in its next Fetch. A fetch offset outside [log start, high watermark] gets
+there). Conversions are kept in a small LRU (:class:`ConversionCache`), so
+consumers reading the same recent batches (several groups following one
+topic) convert each batch once. A fetch offset outside [log start, high watermark] gets
 OFFSET_OUT_OF_RANGE.
 
 Partitions are keyed by (topic, partition) as Kafka's ``FetchRequest.fetchData``
