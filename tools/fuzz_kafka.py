@@ -43,6 +43,7 @@ import argparse
 import dataclasses
 import json
 import random
+import re
 import select
 import shutil
 import socket
@@ -722,22 +723,30 @@ def unsolicited(sock: socket.socket) -> bytes:
 # --------------------------------------------------------------------------- main
 
 
+def server_env(implementation: str) -> dict:
+    """The server's environment: ``python`` forces the pure-Python hot loops
+    (``HEADWATER_NO_EXTENSIONS=1``), ``compiled`` leaves the compiled ones in."""
+    return {**SERVER_ENV, **({"HEADWATER_NO_EXTENSIONS": "1"} if implementation == "python" else {})}
+
+
 def run(args) -> int:
     base = Path(tempfile.mkdtemp(prefix="hw-fuzz-kafka-"))
-    server = Server(base / "data", log_path=base / "server.log", env=SERVER_ENV)
+    server = Server(base / "data", log_path=base / "server.log", env=server_env(args.implementation))
     print(f"fuzz_kafka: seed={args.seed} seconds={args.seconds} server log={server.log_path}", flush=True)
     server.start()
+    loops = re.search(r'hot_loops=(?:"([^"]*)"|(\S+))', server.log_text())
+    print(f"fuzz_kafka: server hot loops: {(loops.group(1) or loops.group(2)) if loops else 'unknown'}", flush=True)
     fz = Fuzzer(server, random.Random(args.seed), args.inject, args.exclude)
     fz.withhold_kio_aborts = "kio-abort" in args.known
     return run_fuzzer("fuzz_kafka", fz, server, args, base=base)
 
 
-def replay(path: str) -> int:
+def replay(path: str, implementation: str = "compiled") -> int:
     """Send a saved input to a fresh server set up as for fuzzing (the inputs saved before it
     first, in order) and show what came back for it."""
     saved = json.loads(Path(path).read_text())
     base = Path(tempfile.mkdtemp(prefix="hw-fuzz-replay-"))
-    server = Server(base / "data", log_path=base / "server.log", env=SERVER_ENV)
+    server = Server(base / "data", log_path=base / "server.log", env=server_env(implementation))
     server.start()
     fz = Fuzzer(server, random.Random(0))
     try:
@@ -774,11 +783,14 @@ def main(argv: list[str] | None = None) -> int:
     add_fuzz_arguments(ap)
     ap.add_argument("--exclude", action="append", default=[], type=parse_exclude, metavar="API[:LO-HI]",
                     help="leave out the seeds of an API (all or some versions), e.g. 0:0-2; repeatable")
+    ap.add_argument("--implementation", choices=["compiled", "python"], default="compiled",
+                    help="hot loops of the server: compiled when built (default), or python "
+                         "(HEADWATER_NO_EXTENSIONS=1)")
     if argv is None and sys.argv[1:] == ["--decoder-worker"]:
         return decoder_worker()
     args = ap.parse_args(argv)
     if args.replay:
-        return replay(args.replay)
+        return replay(args.replay, args.implementation)
     if args.seed is None:
         args.seed = random.SystemRandom().randrange(2**32)
     return run(args)

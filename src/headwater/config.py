@@ -283,8 +283,8 @@ def load(
     env = os.environ if env is None else env
     sections = {f.name for f in fields(Config)}
     for name, value in env.items():
-        if not name.startswith("HEADWATER_"):
-            continue
+        if not name.startswith("HEADWATER_") or name == "HEADWATER_NO_EXTENSIONS":
+            continue  # (HEADWATER_NO_EXTENSIONS is headwater._native's switch, not a setting)
         rest = name[len("HEADWATER_"):].lower()
         section, _, key = rest.partition("_")
         if section not in sections or not key:

@@ -39,7 +39,11 @@ class ServerProcess:
     def start(self, *extra_args: str, env: dict | None = None) -> "ServerProcess":
         assert self.proc is None
         self.log_path = self.data_dir.parent / f"server-{self.tcp_port}.log"
-        full_env = {k: v for k, v in os.environ.items() if not k.startswith("HEADWATER_")}
+        # HEADWATER_NO_EXTENSIONS passes through: `HEADWATER_NO_EXTENSIONS=1 pytest` runs the
+        # servers on the pure-Python hot loops too
+        full_env = {
+            k: v for k, v in os.environ.items() if not k.startswith("HEADWATER_") or k == "HEADWATER_NO_EXTENSIONS"
+        }
         full_env.update(self.extra_env or {})
         full_env.update(env or {})
         self.proc = subprocess.Popen(

@@ -25,6 +25,7 @@ sys.path.insert(0, str(TOOLS))
 import fuzz_iggy  # noqa: E402
 import fuzz_kafka  # noqa: E402
 from _harness import IggyConn, kafka_build  # noqa: E402
+from headwater import _native  # noqa: E402
 from headwater.codec.iggy import framing  # noqa: E402
 from headwater.codec.iggy.commands import tokens as wt  # noqa: E402
 from headwater.codec.kafka import messages as kmsg  # noqa: E402
@@ -49,10 +50,16 @@ def test_fuzz_iggy_smoke(tmp_path):
     assert "health checks=" in proc.stdout and "OK" in proc.stdout
 
 
-def test_fuzz_kafka_smoke(tmp_path):
-    proc = _run("fuzz_kafka.py", tmp_path, *(a for k in KAFKA_KNOWN for a in ("--known", k)))
+@pytest.mark.parametrize("implementation", ["compiled", "python"])
+def test_fuzz_kafka_smoke(tmp_path, implementation):
+    if implementation == "compiled" and _native.load("headwater.codec.kafka._convert_c") is None:
+        pytest.skip("the compiled Kafka conversion is not built (or HEADWATER_NO_EXTENSIONS=1)")
+    proc = _run("fuzz_kafka.py", tmp_path, "--implementation", implementation,
+                *(a for k in KAFKA_KNOWN for a in ("--known", k)))
     assert proc.returncode == 0, proc.stdout[-8000:] + proc.stderr[-4000:]
     assert "health checks=" in proc.stdout and "OK" in proc.stdout
+    loops = proc.stdout.split("server hot loops: ", 1)[1].split("\n", 1)[0]
+    assert loops.startswith("python") == (implementation == "python"), loops
 
 
 # --------------------------------------------------------------------------- the checkers themselves

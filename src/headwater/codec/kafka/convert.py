@@ -62,6 +62,13 @@ a non-empty payload, a chunk without its head, a second copy, an unknown
 ``kafka.`` name) reach Kafka as ordinary headers. An undecodable TLV block
 reaches Kafka as one header ``iggy.headers`` with the raw block.
 
+Implementation: the per-record work runs in tight loops over the bytes, compiled
+(``_convert_c.pyx``) or their pure-Python twin (``_convert_py.py``, when the
+extension is not built or ``HEADWATER_NO_EXTENSIONS=1``). The code in this module
+is the reference they must match byte for byte: they hand it every record they do
+not map themselves (Kafka or Iggy headers needing the full mapping below) and every
+batch with anything wrong, which it then converts or rejects with the precise error.
+
 Errors (Kafka codes): :class:`CorruptRecord` (2), :class:`MessageTooLarge`
 (10), :class:`InvalidTimestamp` (32), :class:`UnsupportedCompressionType`
 (76), :class:`InvalidRecord` (87); all from :mod:`.errors`.
@@ -74,9 +81,11 @@ import struct
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
+from ... import _native
 from ..batch import MAX_TIMESTAMP_DELTA_US, Message, build_batch, iter_frames, read_header
 from ..errors import CodecError
 from ..headers import MAX_FIELD_LENGTH, MAX_USER_HEADERS_SIZE, Kind, decode_user_headers
+from . import _convert_py
 from .compression import CompressionType
 from .errors import (
     CorruptRecord,
@@ -143,6 +152,14 @@ _TOKENS: dict[int, bytes] = {k: k.name.lower().encode() for k in Kind if k is no
 _TOKEN_KINDS: dict[bytes, int] = {v: int(k) for k, v in _TOKENS.items()}
 _RAW = int(Kind.RAW)
 _STRING = int(Kind.STRING)
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+_compiled = _native.load("headwater.codec.kafka._convert_c")
+_loops = _compiled if _compiled is not None else _convert_py
+"""The per-record loops: compiled (``_convert_c.pyx``) when built, else the pure-Python twin
+(``_convert_py.py``). The reference code below (``iter_record_fields`` + ``build_batch``,
+``iter_frames`` + ``encode_record``) is the specification they must match byte for byte;
+they hand anything unusual (and every error) back to it. None: the reference alone."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -620,6 +637,12 @@ def kafka_to_iggy(
             record_errors=tuple((i, "LogAppendTime set by the producer") for i in range(count)),
         )
     section = view.records_section(max_bytes=max_uncompressed_bytes)
+    if _loops is not None:
+        fast = _fast_kafka_records(
+            section, count, h.base_timestamp, now_ms, require_key, timestamp_before_max_ms, timestamp_after_max_ms
+        )
+        if fast is not None:
+            return fast[0], _batch_info(h, compression, fast[1])
     records = list(iter_record_fields(section, count, copy=False))
 
     base = h.base_timestamp
@@ -662,16 +685,49 @@ def kafka_to_iggy(
         messages.append(
             Message(b"" if value is None else value, 0, frame_us, user_headers)  # type: ignore[arg-type]
         )
-    info = KafkaBatchInfo(
-        record_count=count,
+    return build_batch(messages), _batch_info(h, compression, max(times))
+
+
+def _batch_info(h, compression: int, max_timestamp_ms: int) -> KafkaBatchInfo:
+    return KafkaBatchInfo(
+        record_count=h.record_count,
         producer_id=h.producer_id,
         producer_epoch=h.producer_epoch,
         base_sequence=h.base_sequence,
-        is_transactional=bool(attributes & TRANSACTIONAL_MASK),
+        is_transactional=bool(h.attributes & TRANSACTIONAL_MASK),
         compression=compression,
-        max_timestamp_ms=max(times),
+        max_timestamp_ms=max_timestamp_ms,
     )
-    return build_batch(messages), info
+
+
+def _fast_kafka_records(
+    section: memoryview,
+    count: int,
+    base_timestamp: int,
+    now_ms: int,
+    require_key: bool,
+    before_max_ms: int | None,
+    after_max_ms: int | None,
+) -> tuple[bytes, int] | None:
+    """The records loop of :func:`kafka_to_iggy` (``_loops``), or None when it declines (then
+    the reference loop runs and raises or converts)."""
+    low = None if before_max_ms is None else now_ms - before_max_ms
+    high = None if after_max_ms is None else now_ms + after_max_ms
+    for bound in (now_ms, low, high):
+        if bound is not None and not _INT64_MIN <= bound <= _INT64_MAX:
+            return None
+    return _loops.kafka_records_to_iggy(
+        section,
+        count,
+        base_timestamp,
+        now_ms,
+        require_key,
+        low is not None,
+        0 if low is None else low,
+        high is not None,
+        0 if high is None else high,
+        kafka_user_headers,
+    )
 
 
 def kafka_records_to_iggy(
@@ -718,7 +774,40 @@ def iggy_to_kafka(
     gives an empty RecordBatch (count 0, lastOffsetDelta -1).
     """
     header = read_header(batch)
-    origin = header.origin_timestamp
+    fast = None
+    if _loops is not None:
+        mv = memoryview(batch)
+        fast = _loops.iggy_to_kafka_records(
+            mv if mv.format == "B" and mv.ndim == 1 else mv.cast("B"), kafka_fields_of, encode_record
+        )
+    if fast is not None:
+        body, count, first_delta, last_delta, base_ms, max_ms = fast
+    else:
+        body, count, first_delta, last_delta, base_ms, max_ms = _frames_to_records(batch, header.origin_timestamp)
+    if timestamp_type == LOG_APPEND_TIME:
+        max_ms = header.base_timestamp // 1000
+    return finish_record_batch(
+        body,
+        count,
+        base_offset=header.base_offset + first_delta,
+        last_offset_delta=last_delta,
+        base_timestamp=base_ms,
+        max_timestamp=max_ms,
+        compression=compression,
+        timestamp_type=timestamp_type,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        is_transactional=is_transactional,
+        partition_leader_epoch=partition_leader_epoch,
+        xerial=xerial,
+        level=level,
+    )
+
+
+def _frames_to_records(batch, origin: int) -> tuple[bytearray, int, int, int, int, int]:
+    """The reference loop of :func:`iggy_to_kafka`: ``(records section, count, first frame
+    offset_delta, last record offset delta, baseTimestamp ms, maxTimestamp ms)``."""
     body = bytearray()
     count = 0
     first_delta = 0
@@ -742,25 +831,7 @@ def iggy_to_kafka(
         last_delta = frame.offset_delta - first_delta
         encode(body, last_delta, wrap_int64(ts_ms - base_ms), key, value, headers)
         count += 1
-    if timestamp_type == LOG_APPEND_TIME:
-        max_ms = header.base_timestamp // 1000
-    return finish_record_batch(
-        body,
-        count,
-        base_offset=header.base_offset + first_delta,
-        last_offset_delta=last_delta,
-        base_timestamp=base_ms,
-        max_timestamp=max_ms,
-        compression=compression,
-        timestamp_type=timestamp_type,
-        producer_id=producer_id,
-        producer_epoch=producer_epoch,
-        base_sequence=base_sequence,
-        is_transactional=is_transactional,
-        partition_leader_epoch=partition_leader_epoch,
-        xerial=xerial,
-        level=level,
-    )
+    return body, count, first_delta, last_delta, base_ms, max_ms
 
 
 def iggy_batches_to_kafka(batches: Iterable[bytes | bytearray | memoryview], **options) -> list[bytes]:

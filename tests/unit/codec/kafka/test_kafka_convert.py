@@ -52,7 +52,12 @@ from headwater.codec.kafka.record_batch import (
     wrap_int64,
 )
 
-SETTINGS = settings(deadline=None, max_examples=120, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(
+    deadline=None,
+    max_examples=120,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+pytestmark = pytest.mark.usefixtures("implementation")  # every test, compiled and pure (conftest.py)
 NOW_MS = 1_750_000_000_000
 
 

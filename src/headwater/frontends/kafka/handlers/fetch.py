@@ -12,7 +12,9 @@ leader is the broker in Metadata); v17 replica_directory_id (followers only).
 Each stored Iggy batch overlapping the fetch becomes one RecordBatch v2
 (``codec.kafka.convert.iggy_to_kafka``), uncompressed, partitionLeaderEpoch
 0. The first batch starts at the fetch offset (stored batches are sliced
-there). A fetch offset outside [log start, high watermark] gets
+there). Conversions are kept in a small LRU (:class:`ConversionCache`), so
+consumers reading the same recent batches (several groups following one
+topic) convert each batch once. A fetch offset outside [log start, high watermark] gets
 OFFSET_OUT_OF_RANGE.
 
 Partitions are keyed by (topic, partition) as Kafka's ``FetchRequest.fetchData``
@@ -36,6 +38,8 @@ a client that closes it ends the request at once, and nothing is sent.
 from __future__ import annotations
 
 import asyncio
+import struct
+from collections import OrderedDict
 
 from ....codec.kafka.convert import iggy_to_kafka
 from ....core import errors as core_errors
@@ -46,6 +50,44 @@ from ..registry import ApiKey, Context, kafka_api
 
 NO_RECORDS = b""
 FETCH_MAX_BYTES = 55 * 1024 * 1024  # Kafka's broker fetch.max.bytes default (57671680)
+CACHE_MAX_BYTES = 32 * 1024 * 1024
+
+_KEY = struct.Struct("<8xQ16xQQ")  # Iggy batch header: base_offset, batch_length, batch_checksum
+
+
+class ConversionCache:
+    """Recent ``iggy_to_kafka`` results, least recently used dropped past ``max_bytes``.
+
+    Keyed by the stored batch's ``(base_offset, batch_length, batch_checksum)``
+    (header bytes 8..16 and 32..48): the checksum covers every header field and
+    every frame checksum, so equal keys mean equal batches (a slice has its own
+    length and checksum), and the conversion depends on nothing else. Nothing
+    needs invalidating: a changed batch has another key.
+    """
+
+    def __init__(self, max_bytes: int = CACHE_MAX_BYTES):
+        self.max_bytes = max_bytes
+        self.size = 0
+        self._entries: OrderedDict[tuple[int, int, int], bytes] = OrderedDict()
+
+    def convert(self, batch) -> bytes:
+        """The RecordBatch v2 for one stored Iggy batch (from the cache, or converted and kept)."""
+        key = _KEY.unpack_from(batch, 0)
+        entries = self._entries
+        found = entries.get(key)
+        if found is not None:
+            entries.move_to_end(key)
+            return found
+        converted = iggy_to_kafka(batch, partition_leader_epoch=0)
+        if len(converted) <= self.max_bytes:
+            entries[key] = converted
+            self.size += len(converted)
+            while self.size > self.max_bytes:
+                self.size -= len(entries.popitem(last=False)[1])
+        return converted
+
+
+_cache = ConversionCache()
 
 
 def _read(ctx: Context, p, offset: int, limit: int, min_one: bool) -> tuple[int, int, int, list[bytes]]:
@@ -67,8 +109,9 @@ def _read(ctx: Context, p, offset: int, limit: int, min_one: bool) -> tuple[int,
         return errors.code_for(e), hw, start, []
     out: list[bytes] = []
     size = 0
+    convert = _cache.convert
     for b in stored:
-        kafka_batch = iggy_to_kafka(b, partition_leader_epoch=0)
+        kafka_batch = convert(b)
         if size + len(kafka_batch) > limit and (out or not min_one):
             break
         out.append(kafka_batch)
