@@ -24,6 +24,10 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, Mapping
 
 
+NOT_CONFIG_VARIABLES = frozenset({"HEADWATER_NO_EXTENSIONS"})
+"""``HEADWATER_*`` environment variables that are not settings (see ``headwater._native``)."""
+
+
 class ConfigError(ValueError):
     pass
 
@@ -136,7 +140,7 @@ def load(
     env = os.environ if env is None else env
     sections = {f.name for f in fields(Config)}
     for name, value in env.items():
-        if not name.startswith("HEADWATER_"):
+        if not name.startswith("HEADWATER_") or name in NOT_CONFIG_VARIABLES:
             continue
         rest = name[len("HEADWATER_"):].lower()
         section, _, key = rest.partition("_")
