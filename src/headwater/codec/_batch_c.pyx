@@ -12,8 +12,11 @@ against each other on valid and mutated batches.
 Frame checksums are XXH3-64 with seed 0 and the default secret, implemented
 below in C from the algorithm's published specification (``xxhash_spec.md``
 of the xxHash project: "XXH3 Algorithm Description"), so the build needs only
-Cython and a C compiler. ``xxh3_64`` exposes it for the tests, which compare
-it with the ``xxhash`` package on every input-length class.
+Cython and a C compiler. Inputs over 240 bytes (1 KB messages) take a SIMD
+path: AVX2 when the CPU has it (checked at import), else SSE2 on x86-64, else
+plain C (``long_path``/``use_long_path``). ``xxh3_64`` exposes the hash for the
+tests, which compare it with the ``xxhash`` package on every input-length class
+and every long path.
 
 Layouts (all little-endian; see ``batch.py`` for the full tables): a frame
 header is 48 bytes, ``checksum u64 @0``, ``offset_delta u32 @24``,
@@ -179,14 +182,24 @@ cdef extern from *:
     #endif
 
     /* inputs over 240 bytes: 1024-byte blocks of 16 stripes, scrambled after each */
-    static hw_u64 hw_xxh3_long(const uint8_t *p, size_t n) {
-        static const hw_u64 init[8] = {HW_P32_3, HW_P64_1, HW_P64_2, HW_P64_3, HW_P64_4, HW_P32_2, HW_P64_5, HW_P32_1};
+    static const hw_u64 hw_acc_init[8] = {HW_P32_3, HW_P64_1, HW_P64_2, HW_P64_3, HW_P64_4, HW_P32_2, HW_P64_5, HW_P32_1};
+
+    /* the end of the long path: fold the 8 accumulators into the hash */
+    static inline hw_u64 hw_merge(const hw_u64 *acc, size_t n) {
+        hw_u64 r = (hw_u64)n * HW_P64_1;
+        for (int i = 0; i < 4; i++)
+            r += hw_fold_mul(acc[2 * i] ^ hw_le64(hw_secret + 11 + 16 * i),
+                             acc[2 * i + 1] ^ hw_le64(hw_secret + 19 + 16 * i));
+        return hw_avalanche(r);
+    }
+
+    static hw_u64 hw_xxh3_long_portable(const uint8_t *p, size_t n) {
         hw_acc a;
         hw_u64 acc[8];
         const size_t stripes = (HW_SECRET_LEN - 64) / 8;
         const size_t block = 64 * stripes;
         size_t blocks = (n - 1) / block; /* the last block, even a full one, is left for below */
-        hw_acc_load(&a, init);
+        hw_acc_load(&a, hw_acc_init);
         for (size_t b = 0; b < blocks; b++) {
             const uint8_t *blk = p + b * block;
             for (size_t s = 0; s < stripes; s++)
@@ -199,11 +212,75 @@ cdef extern from *:
             hw_stripe(&a, last + 64 * s, hw_secret + 8 * s);
         hw_stripe(&a, p + n - 64, hw_secret + HW_SECRET_LEN - 71);
         hw_acc_store(&a, acc);
-        hw_u64 r = (hw_u64)n * HW_P64_1;
-        for (int i = 0; i < 4; i++)
-            r += hw_fold_mul(acc[2 * i] ^ hw_le64(hw_secret + 11 + 16 * i),
-                             acc[2 * i + 1] ^ hw_le64(hw_secret + 19 + 16 * i));
-        return hw_avalanche(r);
+        return hw_merge(acc, n);
+    }
+
+    #if defined(__x86_64__) && defined(__GNUC__)
+    #include <immintrin.h>
+    #define HW_HAVE_AVX2 1
+    /* the same long path on 256-bit lanes, for CPUs that have AVX2 (picked at import) */
+    __attribute__((target("avx2")))
+    static hw_u64 hw_xxh3_long_avx2(const uint8_t *p, size_t n) {
+        hw_u64 acc[8];
+        __m256i a0 = _mm256_loadu_si256((const __m256i *)hw_acc_init);
+        __m256i a1 = _mm256_loadu_si256((const __m256i *)(hw_acc_init + 4));
+        const __m256i prime = _mm256_set1_epi32((int)HW_P32_1);
+        const size_t stripes = (HW_SECRET_LEN - 64) / 8;
+        const size_t block = 64 * stripes;
+        size_t blocks = (n - 1) / block;
+        #define HW_AVX2_HALF(a, d, s) do { \
+            __m256i data = _mm256_loadu_si256((const __m256i *)(d)); \
+            __m256i key = _mm256_xor_si256(data, _mm256_loadu_si256((const __m256i *)(s))); \
+            __m256i product = _mm256_mul_epu32(key, _mm256_srli_epi64(key, 32)); \
+            __m256i swapped = _mm256_shuffle_epi32(data, _MM_SHUFFLE(1, 0, 3, 2)); \
+            a = _mm256_add_epi64(a, _mm256_add_epi64(product, swapped)); \
+        } while (0)
+        #define HW_AVX2_STRIPE(d, s) do { HW_AVX2_HALF(a0, d, s); HW_AVX2_HALF(a1, (d) + 32, (s) + 32); } while (0)
+        #define HW_AVX2_SCRAMBLE(a, s) do { \
+            __m256i x = _mm256_xor_si256(a, _mm256_srli_epi64(a, 47)); \
+            x = _mm256_xor_si256(x, _mm256_loadu_si256((const __m256i *)(s))); \
+            __m256i low = _mm256_mul_epu32(x, prime); \
+            __m256i high = _mm256_mul_epu32(_mm256_srli_epi64(x, 32), prime); \
+            a = _mm256_add_epi64(low, _mm256_slli_epi64(high, 32)); \
+        } while (0)
+        for (size_t b = 0; b < blocks; b++) {
+            const uint8_t *blk = p + b * block;
+            for (size_t s = 0; s < stripes; s++)
+                HW_AVX2_STRIPE(blk + 64 * s, hw_secret + 8 * s);
+            HW_AVX2_SCRAMBLE(a0, hw_secret + HW_SECRET_LEN - 64);
+            HW_AVX2_SCRAMBLE(a1, hw_secret + HW_SECRET_LEN - 32);
+        }
+        const uint8_t *last = p + blocks * block;
+        size_t full = (n - blocks * block - 1) / 64;
+        for (size_t s = 0; s < full; s++)
+            HW_AVX2_STRIPE(last + 64 * s, hw_secret + 8 * s);
+        HW_AVX2_STRIPE(p + n - 64, hw_secret + HW_SECRET_LEN - 71);
+        #undef HW_AVX2_STRIPE
+        #undef HW_AVX2_HALF
+        #undef HW_AVX2_SCRAMBLE
+        _mm256_storeu_si256((__m256i *)acc, a0);
+        _mm256_storeu_si256((__m256i *)(acc + 4), a1);
+        return hw_merge(acc, n);
+    }
+
+    static int hw_cpu_has_avx2(void) { return __builtin_cpu_supports("avx2"); }
+    #else
+    #define HW_HAVE_AVX2 0
+    static hw_u64 hw_xxh3_long_avx2(const uint8_t *p, size_t n) { return hw_xxh3_long_portable(p, n); }
+    static int hw_cpu_has_avx2(void) { return 0; }
+    #endif
+
+    #if defined(__SSE2__)
+    #define HW_PORTABLE_NAME "sse2"
+    #else
+    #define HW_PORTABLE_NAME "scalar"
+    #endif
+
+    /* 1: the AVX2 long path; 0: the portable one (SSE2 on x86-64, else scalar) */
+    static int hw_long_avx2 = 0;
+
+    static inline hw_u64 hw_xxh3_long(const uint8_t *p, size_t n) {
+        return hw_long_avx2 ? hw_xxh3_long_avx2(p, n) : hw_xxh3_long_portable(p, n);
     }
 
     static hw_u64 hw_xxh3_64(const uint8_t *p, size_t n) {
@@ -255,6 +332,37 @@ cdef extern from *:
     uint64_t hw_le64(const uint8_t *p) nogil
     uint32_t hw_le32(const uint8_t *p) nogil
     void hw_put_le64(uint8_t *p, uint64_t v) nogil
+    int hw_cpu_has_avx2() nogil
+    int hw_long_avx2
+    int HW_HAVE_AVX2
+    const char *HW_PORTABLE_NAME
+
+
+hw_long_avx2 = hw_cpu_has_avx2()
+
+
+def long_path() -> str:
+    """Which XXH3 long-input (over 240 bytes) path hashes now: "avx2", "sse2" or "scalar"."""
+    return "avx2" if hw_long_avx2 else HW_PORTABLE_NAME.decode()
+
+
+def long_paths() -> list:
+    """The long-input paths this CPU and build can run (the tests check each one)."""
+    paths = [HW_PORTABLE_NAME.decode()]
+    if hw_cpu_has_avx2():
+        paths.append("avx2")
+    return paths
+
+
+def use_long_path(str name) -> str:
+    """Hash long inputs with ``name`` (one of :func:`long_paths`); returns the previous one.
+    For the tests and benchmarks; import picks AVX2 when the CPU has it."""
+    global hw_long_avx2
+    if name not in long_paths():
+        raise ValueError(f"long path {name!r} not available here: {long_paths()}")
+    previous = long_path()
+    hw_long_avx2 = 1 if name == "avx2" else 0
+    return previous
 
 
 DEF BATCH_HEADER_SIZE = 256

@@ -39,12 +39,18 @@ U32 = 2**32 - 1
 
 
 @contextmanager
-def using(name: str):
-    previous = B.use_implementation(name)
+def switched(use, name: str):
+    """``use(name)`` (a setter returning the previous choice) for the block, then back."""
+    previous = use(name)
     try:
         yield
     finally:
-        B.use_implementation(previous)
+        use(previous)
+
+
+def using(name: str):
+    """The batch codec on the ``name`` frame walks ("python" or "compiled") for the block."""
+    return switched(B.use_implementation, name)
 
 
 def outcome(fn, *args):
@@ -76,17 +82,32 @@ LENGTHS = sorted(
 )
 
 
+def long_path(name: str):
+    """XXH3 inputs over 240 bytes hashed by the ``name`` SIMD path for the block."""
+    return switched(C.use_long_path, name)
+
+
+@pytest.mark.parametrize("path", C.long_paths())
 @pytest.mark.parametrize("n", LENGTHS)
-def test_xxh3_matches_the_xxhash_package_on_every_length_class(n):
+def test_xxh3_matches_the_xxhash_package_on_every_length_class(n, path):
     data = bytes((i * 131 + n) & 0xFF for i in range(n))
-    assert C.xxh3_64(data) == xxhash.xxh3_64_intdigest(data)
+    with long_path(path):
+        assert C.xxh3_64(data) == xxhash.xxh3_64_intdigest(data)
 
 
 @settings(max_examples=300)
 @given(st.binary(max_size=3000))
 def test_xxh3_matches_on_random_bytes(data):
-    assert C.xxh3_64(data) == xxhash.xxh3_64_intdigest(data)
-    assert C.xxh3_64(memoryview(data)) == xxhash.xxh3_64_intdigest(data)
+    for path in C.long_paths():
+        with long_path(path):
+            assert C.xxh3_64(data) == xxhash.xxh3_64_intdigest(data), path
+            assert C.xxh3_64(memoryview(data)) == xxhash.xxh3_64_intdigest(data), path
+
+
+def test_long_path_choice():
+    assert C.long_path() == ("avx2" if "avx2" in C.long_paths() else C.long_paths()[0])
+    with pytest.raises(ValueError):
+        C.use_long_path("neon-on-x86")
 
 
 # --------------------------------------------------------------------------- batches
