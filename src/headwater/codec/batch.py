@@ -36,10 +36,17 @@ frame checksums, so a validating reader re-hashes every frame (``verify``).
 Everything here is pure: bytes or memoryviews in, bytes or values out. No
 sockets, files or clocks. Hot paths use ``struct.Struct`` objects built at
 import and ``unpack_from``/``pack_into``; payloads are never copied while
-walking. The per-frame loops (``_py_verify_frames``, ``_py_walk``) carry no
-error bookkeeping: on anything odd they give up and the reference walk
-``_diagnose`` finds and raises the precise error. See ``docs/benchmarks.md``
-for their speed and where the time goes.
+walking. The per-frame loops (``_py_verify_frames``, ``_py_walk``,
+``_py_span``) carry no error bookkeeping: on anything odd they give up and the
+reference walk ``_diagnose`` finds and raises the precise error.
+
+Those loops have a compiled twin, ``headwater.codec._batch_c`` (Cython, with
+its own XXH3-64): used when it is built and ``HEADWATER_NO_EXTENSIONS=1`` is
+not set (:func:`implementation`, :func:`use_implementation`). The Python loops
+here stay the specification; the compiled ones must return exactly what they
+return (``tests/unit/codec/test_batch_native.py``), so every error is still
+raised by the same Python code. See ``docs/benchmarks.md`` for the speed of
+both and where the time goes.
 """
 
 from __future__ import annotations
