@@ -13,6 +13,7 @@ from setuptools import Extension, setup
 
 # (dotted module name, .pyx source) of every compiled hot loop
 EXTENSIONS: list[tuple[str, str]] = [
+    ("headwater.codec._batch_c", "src/headwater/codec/_batch_c.pyx"),
     ("headwater.codec.kafka._convert_c", "src/headwater/codec/kafka/_convert_c.pyx"),
 ]
 

@@ -14,7 +14,13 @@ Paths, each over one batch of N messages per call:
 Reports messages/s and MB/s (whole batch bytes, headers included, 10**6 B).
 Each figure is the best of --repeat runs of at least --seconds each.
 
-    .venv/bin/python benchmarks/bench_batch.py                   # table
+Each path runs on the compiled frame walks (``headwater.codec._batch_c``) and on
+the pure-Python references (``--implementation`` picks; the "walks" column says
+which). ``build`` and ``walk`` (``iter_frames``) have no compiled form: their
+figures differ only by noise.
+
+    .venv/bin/python benchmarks/bench_batch.py                   # table, both implementations
+    .venv/bin/python benchmarks/bench_batch.py --implementation python
     .venv/bin/python benchmarks/bench_batch.py --profile verify+stamp
 """
 
@@ -112,30 +118,42 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=5, help="runs per figure (best is kept)")
     parser.add_argument("--only", default="", help="comma-separated path names to run")
     parser.add_argument("--profile", metavar="PATH", help="profile one path (pyinstrument, else cProfile)")
+    parser.add_argument(
+        "--implementation",
+        default="compiled,python",
+        help="frame walks to measure, comma-separated: compiled (headwater.codec._batch_c), python",
+    )
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
+    implementations = [i for i in args.implementation.split(",") if i]
+    if "compiled" in implementations and B._compiled is None:
+        print("compiled walks not available (not built, or HEADWATER_NO_EXTENSIONS=1): python only", file=sys.stderr)
+        implementations.remove("compiled")
 
     if args.profile:
+        B.use_implementation(implementations[0])
         _, table = paths(sizes[0], args.count)
         fn, _ = table[args.profile]
         return profile(fn, args.seconds * 4)
 
     only = set(filter(None, args.only.split(",")))
     print(f"<!-- {machine_note()} -->")
-    print("| path | message size | batch | msgs/s | MB/s | µs/batch |")
-    print("|---|---:|---:|---:|---:|---:|")
+    print("| path | walks | message size | batch | msgs/s | MB/s | µs/batch |")
+    print("|---|---|---:|---:|---:|---:|---:|")
     for size in sizes:
         raw, table = paths(size, args.count)
         for name, (fn, n) in table.items():
             if only and name not in only:
                 continue
-            per_call = measure(fn, args.seconds, args.repeat)
-            batch_bytes = len(raw) if name != "slice" else len(fn())
-            print(
-                f"| {name} | {size} B | {args.count} | {n / per_call:,.0f} | "
-                f"{batch_bytes / per_call / 1e6:,.0f} | {per_call * 1e6:,.1f} |",
-                flush=True,
-            )
+            for implementation in implementations:
+                B.use_implementation(implementation)
+                per_call = measure(fn, args.seconds, args.repeat)
+                batch_bytes = len(raw) if name != "slice" else len(fn())
+                print(
+                    f"| {name} | {implementation} | {size} B | {args.count} | {n / per_call:,.0f} | "
+                    f"{batch_bytes / per_call / 1e6:,.0f} | {per_call * 1e6:,.1f} |",
+                    flush=True,
+                )
     return 0
 
 

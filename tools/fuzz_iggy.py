@@ -3,6 +3,7 @@
 
     .venv/bin/python tools/fuzz_iggy.py [--seconds 60] [--seed N] [--out DIR]
     .venv/bin/python tools/fuzz_iggy.py --replay FILE      # re-send one saved input
+    .venv/bin/python tools/fuzz_iggy.py --implementation python   # server on the pure-Python frame walks
 
 Inputs start from a valid frame of every command of protocol 0.11.0 (bodies built with
 ``headwater.codec.iggy.commands`` and ``codec.batch``), then are broken: bit flips, bytes
@@ -36,6 +37,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import re
 import select
 import shutil
 import socket
@@ -617,21 +619,37 @@ def unsolicited(sock: socket.socket) -> bytes:
 # --------------------------------------------------------------------------- main
 
 
+IMPLEMENTATION_ENV = {"compiled": {}, "python": {"HEADWATER_NO_EXTENSIONS": "1"}}
+"""The server environment for each ``--implementation`` of the batch codec's frame walks."""
+
+
+def start_server(base: Path, implementation: str) -> Server:
+    """A server whose frame walks are ``implementation``; raises RuntimeError when its startup
+    log reports another one (e.g. "compiled" asked for but the extension is not built)."""
+    server = Server(base / "data", log_path=base / "server.log", env=IMPLEMENTATION_ENV[implementation])
+    server.start()
+    reported = re.search(r"hot_loops=\"?(\w+)", server.log_text())
+    if reported is None or not reported.group(1).startswith(implementation):
+        server.stop()
+        found = reported.group(1) if reported else "nothing"
+        raise RuntimeError(f"asked for the {implementation} frame walks, the server reports {found}")
+    return server
+
+
 def run(args) -> int:
     base = Path(tempfile.mkdtemp(prefix="hw-fuzz-iggy-"))
-    server = Server(base / "data", log_path=base / "server.log")
-    print(f"fuzz_iggy: seed={args.seed} seconds={args.seconds} server log={server.log_path}", flush=True)
-    server.start()
+    print(f"fuzz_iggy: seed={args.seed} seconds={args.seconds} implementation={args.implementation} "
+          f"server log={base / 'server.log'}", flush=True)
+    server = start_server(base, args.implementation)
     return run_fuzzer("fuzz_iggy", Fuzzer(server, random.Random(args.seed), args.inject), server, args, base=base)
 
 
-def replay(path: str) -> int:
+def replay(path: str, implementation: str = "compiled") -> int:
     """Send a saved input to a fresh server set up as for fuzzing (the inputs saved before it
     first, in order) and show what came back for it."""
     saved = json.loads(Path(path).read_text())
     base = Path(tempfile.mkdtemp(prefix="hw-fuzz-replay-"))
-    server = Server(base / "data", log_path=base / "server.log")
-    server.start()
+    server = start_server(base, implementation)
     try:
         fz = Fuzzer(server, random.Random(0))
         fz.setup()
@@ -677,9 +695,14 @@ def restamp(data: bytearray, old_session: int, new_session: int) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_fuzz_arguments(ap)
+    ap.add_argument("--implementation", choices=sorted(IMPLEMENTATION_ENV), default="compiled",
+                    help="the server's batch frame walks: compiled (the default, needs the extension built) "
+                         "or python (HEADWATER_NO_EXTENSIONS=1)")
     args = ap.parse_args(argv)
+    # the oracle checks poll replies with the pure-Python reference walks, whatever the server runs
+    batch_codec.use_implementation("python")
     if args.replay:
-        return replay(args.replay)
+        return replay(args.replay, args.implementation)
     if args.seed is None:
         args.seed = random.SystemRandom().randrange(2**32)
     return run(args)

@@ -41,6 +41,10 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, Mapping
 
 
+NOT_CONFIG_VARIABLES = frozenset({"HEADWATER_NO_EXTENSIONS"})
+"""``HEADWATER_*`` environment variables that are not settings (see ``headwater._native``)."""
+
+
 class ConfigError(ValueError):
     """A refused setting: ``option`` names it as the user gave it, ``problem`` says why."""
 
@@ -283,8 +287,8 @@ def load(
     env = os.environ if env is None else env
     sections = {f.name for f in fields(Config)}
     for name, value in env.items():
-        if not name.startswith("HEADWATER_") or name == "HEADWATER_NO_EXTENSIONS":
-            continue  # (HEADWATER_NO_EXTENSIONS is headwater._native's switch, not a setting)
+        if not name.startswith("HEADWATER_") or name in NOT_CONFIG_VARIABLES:
+            continue
         rest = name[len("HEADWATER_"):].lower()
         section, _, key = rest.partition("_")
         if section not in sections or not key:

@@ -12,6 +12,7 @@ fixed, with its regression test below.
 
 from __future__ import annotations
 
+import os
 import struct
 import subprocess
 import sys
@@ -44,10 +45,24 @@ def _run(tool: str, tmp_path: Path, *extra: str) -> subprocess.CompletedProcess:
     )
 
 
-def test_fuzz_iggy_smoke(tmp_path):
-    proc = _run("fuzz_iggy.py", tmp_path)
+def _compiled_available() -> bool:
+    """Whether a server started here can run the compiled frame walks (CI always builds them)."""
+    from headwater.codec import batch
+
+    return batch._compiled is not None or bool(os.environ.get("CI"))
+
+
+@pytest.mark.parametrize("implementation", [
+    "python",
+    pytest.param("compiled", marks=pytest.mark.skipif(
+        not _compiled_available(), reason="headwater.codec._batch_c is not built or is disabled")),
+])
+def test_fuzz_iggy_smoke(tmp_path, implementation):
+    """The server's batch frame walks in either implementation survive the same inputs."""
+    proc = _run("fuzz_iggy.py", tmp_path, "--implementation", implementation)
     assert proc.returncode == 0, proc.stdout[-8000:] + proc.stderr[-4000:]
     assert "health checks=" in proc.stdout and "OK" in proc.stdout
+    assert f"implementation={implementation}" in proc.stdout
 
 
 @pytest.mark.parametrize("implementation", ["compiled", "python"])

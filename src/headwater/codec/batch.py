@@ -36,10 +36,17 @@ frame checksums, so a validating reader re-hashes every frame (``verify``).
 Everything here is pure: bytes or memoryviews in, bytes or values out. No
 sockets, files or clocks. Hot paths use ``struct.Struct`` objects built at
 import and ``unpack_from``/``pack_into``; payloads are never copied while
-walking. The per-frame loops (``_py_verify_frames``, ``_py_walk``) carry no
-error bookkeeping: on anything odd they give up and the reference walk
-``_diagnose`` finds and raises the precise error. See ``docs/benchmarks.md``
-for their speed and where the time goes.
+walking. The per-frame loops (``_py_verify_frames``, ``_py_walk``,
+``_py_span``) carry no error bookkeeping: on anything odd they give up and the
+reference walk ``_diagnose`` finds and raises the precise error.
+
+Those loops have a compiled twin, ``headwater.codec._batch_c`` (Cython, with
+its own XXH3-64): used when it is built and ``HEADWATER_NO_EXTENSIONS=1`` is
+not set (:func:`implementation`, :func:`use_implementation`). The Python loops
+here stay the specification; the compiled ones must return exactly what they
+return (``tests/unit/codec/test_batch_native.py``), so every error is still
+raised by the same Python code. See ``docs/benchmarks.md`` for the speed of
+both and where the time goes.
 """
 
 from __future__ import annotations
@@ -50,6 +57,7 @@ from typing import Iterable, Iterator, NamedTuple, NoReturn
 
 import xxhash
 
+from .. import _native
 from .errors import (
     FrameOutOfBounds,
     InvalidBatchChecksum,
@@ -253,10 +261,10 @@ def build_batch(messages: Iterable[Message]) -> bytes:
 # Keeping the fast loops free of error bookkeeping is what makes them fast.
 
 
-def _py_verify_frames(mv: memoryview, size: int, count: int) -> list[int] | None:
-    """Frame checksums of a blob that tiles [256, size) in exactly ``count`` frames,
-    each with zero reserved bytes, a matching checksum and offset_delta == index;
-    else None. ``size`` must be ``len(mv)``.
+def _py_verify_frames(mv: memoryview, size: int, count: int) -> bytes | None:
+    """Frame checksums (u64 LE, concatenated) of a blob that tiles [256, size) in
+    exactly ``count`` frames, each with zero reserved bytes, a matching checksum
+    and offset_delta == index; else None. ``size`` must be ``len(mv)``.
 
     No per-frame bounds check: a frame running past the end is hashed over the
     clamped slice, and whatever that gives, ``pos`` then stays past ``size``, so
@@ -277,10 +285,10 @@ def _py_verify_frames(mv: memoryview, size: int, count: int) -> list[int] | None
             append(checksum)
     except _struct_error:
         return None
-    return sums if pos == size else None
+    return struct.pack(f"<{count}Q", *sums) if pos == size else None
 
 
-def _py_verify_frames_any_delta(mv: memoryview, size: int, count: int) -> list[int] | None:
+def _py_verify_frames_any_delta(mv: memoryview, size: int, count: int) -> bytes | None:
     """:func:`_py_verify_frames` without the offset_delta check."""
     unpack = _FRAME_VERIFY.unpack_from
     xxh = _xxh3
@@ -297,7 +305,7 @@ def _py_verify_frames_any_delta(mv: memoryview, size: int, count: int) -> list[i
             append(checksum)
     except _struct_error:
         return None
-    return sums if pos == size else None
+    return struct.pack(f"<{count}Q", *sums) if pos == size else None
 
 
 def _py_walk(mv: memoryview, size: int, stop: int) -> tuple[list[int], list[int]] | None:
@@ -325,12 +333,64 @@ def _py_walk(mv: memoryview, size: int, stop: int) -> tuple[list[int], list[int]
     return positions, sums
 
 
-def _fast_verify_frames(
-    mv: memoryview, size: int, count: int, check_offset_deltas: bool
-) -> list[int] | None:
+def _py_span(mv: memoryview, size: int, start: int, stop: int) -> tuple[int, int, bytes] | None:
+    """Where frame ``start`` begins, where frame ``stop - 1`` ends, and the
+    checksums (u64 LE, concatenated) of frames ``[start, stop)``: what a slice
+    or a re-checksum needs, without a list of every position. None when
+    ``not 0 <= start <= stop`` or a frame before ``stop`` does not lie inside
+    ``size`` (as :func:`_py_walk`)."""
+    if not 0 <= start <= stop:
+        return None
+    walked = _py_walk(mv, size, stop)
+    if walked is None:
+        return None
+    positions, sums = walked
+    return positions[start], positions[stop], struct.pack(f"<{stop - start}Q", *sums[start:stop])
+
+
+# The walks in use: the compiled ones (headwater.codec._batch_c) when built and not
+# disabled (HEADWATER_NO_EXTENSIONS=1), else the pure-Python references above.
+_compiled = _native.load("headwater.codec._batch_c")
+_verify_frames = _py_verify_frames
+_verify_frames_any_delta = _py_verify_frames_any_delta
+_walk = _py_walk
+_span = _py_span
+
+
+def use_implementation(name: str) -> str:
+    """Switch this module's frame walks to ``"compiled"`` or ``"python"``; returns the
+    previous choice. For the differential tests, the fuzzer and the benchmarks: the
+    server picks once, at import. Raises ValueError for ``"compiled"`` when the
+    extension is not available (not built, or disabled by HEADWATER_NO_EXTENSIONS=1)."""
+    global _verify_frames, _verify_frames_any_delta, _walk, _span
+    previous = implementation()
+    if name == "compiled":
+        if _compiled is None:
+            raise ValueError("the compiled batch walks are not available (not built, or disabled)")
+        c = _compiled
+        _verify_frames, _verify_frames_any_delta = c.verify_frames, c.verify_frames_any_delta
+        _walk, _span = c.walk, c.span
+    elif name == "python":
+        _verify_frames, _verify_frames_any_delta = _py_verify_frames, _py_verify_frames_any_delta
+        _walk, _span = _py_walk, _py_span
+    else:
+        raise ValueError(f"unknown implementation {name!r}: 'compiled' or 'python'")
+    return previous
+
+
+def implementation() -> str:
+    """``"compiled"`` or ``"python"``: which frame walks this module uses now."""
+    return "python" if _walk is _py_walk else "compiled"
+
+
+if _compiled is not None:
+    use_implementation("compiled")
+
+
+def _fast_verify_frames(mv: memoryview, size: int, count: int, check_offset_deltas: bool) -> bytes | None:
     if check_offset_deltas:
-        return _py_verify_frames(mv, size, count)
-    return _py_verify_frames_any_delta(mv, size, count)
+        return _verify_frames(mv, size, count)
+    return _verify_frames_any_delta(mv, size, count)
 
 
 def _diagnose(mv: memoryview, check_offset_deltas: bool) -> VerifiedBatch:
@@ -473,9 +533,8 @@ def verify_batch(
             and origin <= _ORIGIN_SAFE_MAX
             and _RESERVED.unpack_from(mv, BATCH_RESERVED_OFFSET)[0] == _ZERO_RESERVED
         ):
-            sums = _fast_verify_frames(mv, size, count, check_offset_deltas)
-            if sums is not None:
-                sum_bytes = struct.pack(f"<{count}Q", *sums)
+            sum_bytes = _fast_verify_frames(mv, size, count, check_offset_deltas)
+            if sum_bytes is not None:
                 computed = _xxh3(
                     _CHECKSUM_FIELDS.pack(
                         partition_id, base_offset, base_timestamp, origin, length, count
@@ -572,7 +631,7 @@ def frame_positions(batch: bytes | bytearray | memoryview) -> list[int]:
     mv = _byte_view(batch)
     h = read_header(mv)
     _check_length(h.batch_length, len(mv))
-    walked = _py_walk(mv, h.batch_length, h.message_count)
+    walked = _walk(mv, h.batch_length, h.message_count)
     if walked is None:
         _raise_walk_error(mv, h.batch_length, h.message_count)
     return walked[0]
@@ -599,10 +658,10 @@ def _check_length(length: int, size: int) -> None:
 
 
 def _checksum_bytes(mv: memoryview, length: int, count: int) -> bytes:
-    walked = _py_walk(mv, length, count)
-    if walked is None:
+    spanned = _span(mv, length, 0, count)
+    if spanned is None:
         _raise_walk_error(mv, length, count)
-    return struct.pack(f"<{count}Q", *walked[1])
+    return spanned[2]
 
 
 def _raise_walk_error(mv: memoryview, length: int, count: int) -> NoReturn:
@@ -785,19 +844,17 @@ def slice_batch(batch: bytes | bytearray | memoryview, start: int, stop: int) ->
         raise InvalidFormat(f"slice [{start}, {stop}) outside 0..{count}")
     if start == 0 and stop == count:
         return mv[: h.batch_length].tobytes()
-    walked = _py_walk(mv, h.batch_length, stop)
-    if walked is None:
+    spanned = _span(mv, h.batch_length, start, stop)
+    if spanned is None:
         _raise_walk_error(mv, h.batch_length, stop)
-    positions, sums = walked
-    first = positions[start]
-    last = positions[stop]
+    first, last, sums = spanned
     n = stop - start
     batch_length = BATCH_HEADER_SIZE + (last - first)
     checksum = _xxh3(
         _CHECKSUM_FIELDS.pack(
             h.partition_id, h.base_offset, h.base_timestamp, h.origin_timestamp, batch_length, n
         )
-        + struct.pack(f"<{n}Q", *sums[start:stop])
+        + sums
     )
     header = bytearray(BATCH_HEADER_SIZE)
     _HEADER.pack_into(
