@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from . import _native
-from .config import Config, parse_address
+from .config import Config, format_address, parse_address
 from .core.broker import Broker
 from .core.errors import BrokerError
 from .core.users import check_password, validate_password, validate_username
@@ -86,7 +86,8 @@ class App:
         cfg = self.config
         for b in bound:
             if b.name == "kafka":
-                serve_fn, limits = make_kafka_serve(self.broker, cfg.kafka), kafka_limits(cfg.kafka)
+                bound_port = b.sockets[0].getsockname()[1] if b.sockets else None
+                serve_fn, limits = make_kafka_serve(self.broker, cfg.kafka, bound_port), kafka_limits(cfg.kafka)
             else:
                 serve_fn, limits = make_iggy_serve(self.broker, cfg.tcp, cfg.system.data_dir), iggy_limits(cfg.tcp)
             self.listeners.append(Listener(b.name, b.host, b.port, serve_fn, limits=limits, sockets=b.sockets))
@@ -309,7 +310,7 @@ async def serve(
         extra={
             "kv": {
                 "data_dir": config.system.data_dir,
-                "listeners": ",".join(f"{l.name}={l.host}:{l.bound_port}" for l in app.listeners),
+                "listeners": ",".join(f"{l.name}={format_address(l.host, l.bound_port)}" for l in app.listeners),
                 "hot_loops": _native.probe(),
                 **({"open_files_limit": f"{open_files[0]}->{open_files[1]}"} if open_files else {}),
             }

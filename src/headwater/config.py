@@ -40,6 +40,9 @@ import tomllib
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Mapping
 
+from .core.broker import MAX_PARTITIONS
+from .core.catalog import validate_name
+
 
 NOT_CONFIG_VARIABLES = frozenset({"HEADWATER_NO_EXTENSIONS"})
 """``HEADWATER_*`` environment variables that are not settings (see ``headwater._native``)."""
@@ -193,6 +196,13 @@ def _check_value(dotted: str, value: Any, where: str) -> Any:
         if value.lower() not in LOG_FORMATS:
             raise ConfigError(where, f"{value!r} is not a log format ({', '.join(LOG_FORMATS)})")
         value = value.lower()
+    elif dotted == "kafka.default_partitions" and value > MAX_PARTITIONS:
+        raise ConfigError(where, f"{value} is above the maximum {MAX_PARTITIONS} partitions per topic")
+    elif dotted == "kafka.stream":
+        try:
+            validate_name(value, "stream", ValueError)
+        except ValueError as e:
+            raise ConfigError(where, f"{e} (the stream that holds topics created through Kafka)") from None
     elif dotted == "system.data_dir":
         if not value:
             raise ConfigError(where, "the data directory must not be empty")
@@ -240,7 +250,13 @@ def _is_wildcard(host: str) -> bool:
 
 
 def _check_listeners(cfg: Config, sources: Mapping[str, str]) -> None:
-    """Two enabled listeners on one port of one address (or a wildcard) cannot both bind."""
+    """At least one listener; two enabled listeners on one port of one address (or a
+    wildcard) cannot both bind."""
+    if not (cfg.tcp.enabled or cfg.kafka.enabled):
+        raise ConfigError(
+            sources.get("kafka.enabled", sources.get("tcp.enabled", "tcp.enabled")),
+            "both listeners are turned off (tcp.enabled and kafka.enabled are false): nothing would be served",
+        )
     if not (cfg.tcp.enabled and cfg.kafka.enabled):
         return
     tcp_host, tcp_port = parse_address(cfg.tcp.address)
@@ -275,7 +291,7 @@ def load(
         try:
             with open(path, "rb") as f:
                 doc = tomllib.load(f)
-        except (OSError, tomllib.TOMLDecodeError) as e:
+        except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
             raise ConfigError("--config", f"cannot read config file {path}: {e}") from e
         for section, table in doc.items():
             if not isinstance(table, dict):
@@ -305,6 +321,11 @@ def load(
     cfg = _check_all(cfg, origin)
     _check_listeners(cfg, origin)
     return cfg
+
+
+def format_address(host: str, port: int) -> str:
+    """``HOST:PORT``, with an IPv6 host in brackets (``[::1]:8090``), as :func:`parse_address` reads it."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def parse_address(address: str, option: str = "address") -> tuple[str, int]:

@@ -293,6 +293,23 @@ def test_max_frame_size_is_configurable(fresh_server):
         assert c.closed()
 
 
+def test_before_login_a_frame_over_64_kib_is_evicted_from_its_header(server):
+    """An unauthenticated connection cannot make the server buffer a big frame: only the
+    header of a 60 MiB frame is sent, and it is refused at once."""
+    with RawConnection(server.iggy_address) as c:
+        header = bytearray(c.frame(int(Command.PING), operation=2))
+        struct.pack_into("<I", header, 48, 60 * 1024 * 1024)
+        c.send(bytes(header))
+        a = c.read()
+        assert (a.kind, a.reason) == ("eviction", EvictionReason.INVALID_REQUEST_BODY_SIZE)
+        assert c.closed()
+    with RawConnection(server.iggy_address) as c:  # the same frame after login is read as usual
+        c.login()
+        assert c.call_request(ws.CreateStream("prelogin-cap")).status == 0
+        assert c.call_request(wtop.CreateTopic("prelogin-cap", 1, "t")).status == 0
+        assert send_batch(c, "prelogin-cap", "t", 0, [b"x" * 100_000]).status == 0
+
+
 def _send_body(stream, topic, partition, payloads) -> tuple[int, bytes]:
     batch = batch_codec.build_batch(batch_codec.Message(p) for p in payloads)
     code, body = encode_request_body(

@@ -258,3 +258,59 @@ def test_default_credentials_over_an_existing_root_are_ignored_with_a_warning(tm
     finally:
         if s.proc is not None:
             s.stop()
+
+
+def test_fresh_refuses_a_directory_that_is_not_a_data_directory(tmp_path):
+    """A mistyped ``--data-dir ~ --fresh`` must not wipe a home directory."""
+    home = tmp_path / "home"
+    (home / "docs").mkdir(parents=True)
+    (home / "docs" / "thesis.txt").write_bytes(b"precious")
+    line = serve_fails(home, "--fresh", "--with-default-root-credentials")
+    assert "does not look like a Headwater data directory" in line and "docs" in line
+    assert (home / "docs" / "thesis.txt").read_bytes() == b"precious"
+
+
+def test_listeners_on_port_0_advertise_the_port_they_bound(tmp_path):
+    """``--kafka-address 127.0.0.1:0``: Metadata must name the bound port, or no Kafka
+    client gets past its bootstrap."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("HEADWATER_")}
+    log_path = tmp_path / "server.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "headwater", "serve", "--data-dir", str(tmp_path / "data"),
+             "--tcp-address", "127.0.0.1:0", "--kafka-address", "127.0.0.1:0", "--with-default-root-credentials"],
+            stdout=log, stderr=subprocess.STDOUT, env=full_env,
+        )
+    try:
+        kafka_port = None
+        for _ in range(400):  # bounded: 40 s
+            text = log_path.read_text(errors="replace")
+            if "headwater started" in text:
+                listeners = text.split("listeners=", 1)[1].split()[0]
+                kafka_port = int(dict(x.split("=", 1) for x in listeners.split(","))["kafka"].rsplit(":", 1)[1])
+                break
+            assert proc.poll() is None, text
+            subprocess.run(["sleep", "0.1"])
+        assert kafka_port, log_path.read_text()
+        bootstrap = f"127.0.0.1:{kafka_port}"
+        p = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+        delivered = []
+        p.produce("port0", value=b"v", on_delivery=lambda err, msg: delivered.append((err, msg.offset())))
+        assert p.flush(30) == 0
+        assert delivered == [(None, 0)]
+        c = Consumer({"bootstrap.servers": bootstrap, "group.id": "port0", "auto.offset.reset": "earliest"})
+        try:
+            c.assign([TopicPartition("port0", 0, 0)])
+            msg = None
+            for _ in range(100):  # bounded
+                msg = c.poll(0.3)
+                if msg is not None and msg.error() is None:
+                    break
+            assert msg is not None and msg.error() is None and msg.value() == b"v"
+        finally:
+            c.close()
+    finally:
+        proc.terminate()
+        assert proc.wait(30) == 0

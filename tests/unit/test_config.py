@@ -183,3 +183,27 @@ def test_defaults_are_checked_too(tmp_path, monkeypatch):
     (tmp_path / "local_data").write_text("a file where the default data directory goes")
     e = refused()
     assert (e.option, e.problem) == ("system.data_dir", "local_data exists and is not a directory")
+
+
+@pytest.mark.parametrize("env,words", [
+    ({"HEADWATER_KAFKA_STREAM": ""}, ["HEADWATER_KAFKA_STREAM", "1-255 bytes"]),
+    ({"HEADWATER_KAFKA_STREAM": "x" * 300}, ["HEADWATER_KAFKA_STREAM", "1-255 bytes"]),
+    ({"HEADWATER_KAFKA_STREAM": "a/b"}, ["HEADWATER_KAFKA_STREAM", "forbidden character"]),
+    ({"HEADWATER_KAFKA_DEFAULT_PARTITIONS": "1001"}, ["HEADWATER_KAFKA_DEFAULT_PARTITIONS", "maximum 1000"]),
+    ({"HEADWATER_KAFKA_DEFAULT_PARTITIONS": "99999999999999999999999"}, ["maximum 1000"]),
+    ({"HEADWATER_TCP_ENABLED": "false", "HEADWATER_KAFKA_ENABLED": "false"}, ["both listeners are turned off"]),
+])
+def test_values_the_server_could_never_use_are_refused_at_start(env, words):
+    """Accepted, these would start a server whose every Kafka auto-create fails (or that serves nothing)."""
+    e = refused(env=env)
+    for w in words:
+        assert w in str(e)
+
+
+def test_a_config_file_that_is_not_utf8_or_is_a_directory_is_one_clear_error(tmp_path):
+    bad = tmp_path / "c.toml"
+    bad.write_bytes(b"\xff\xfe[tcp]\n")
+    e = refused(path=str(bad))
+    assert e.option == "--config" and "cannot read config file" in e.problem
+    e = refused(path=str(tmp_path))
+    assert e.option == "--config" and str(tmp_path) in e.problem

@@ -43,7 +43,7 @@ def _cannot_start(option: str, problem: str, code: int) -> NoReturn:
 
 
 @main.command()
-@click.option("--config", "config_path", type=click.Path(dir_okay=False), help="TOML config file.")
+@click.option("--config", "config_path", help="TOML config file.")
 @click.option("--data-dir", help="Data directory (default: ./local_data).")
 @click.option("--tcp-address", help="Iggy TCP listener HOST:PORT (default 127.0.0.1:8090).")
 @click.option("--kafka-address", help="Kafka listener HOST:PORT (default 127.0.0.1:9092).")

@@ -51,6 +51,8 @@ import time
 from dataclasses import dataclass
 from typing import Awaitable, Callable
 
+from ..config import format_address
+
 log = logging.getLogger("headwater.listener")
 
 IDLE, RECEIVING, BUSY, SENDING, CLOSING = range(5)
@@ -267,7 +269,7 @@ class Listener:
         interval = self.limits.sweep_interval_s()
         if interval:
             self._sweeper = asyncio.create_task(self._sweep(interval))
-        log.info("listening", extra={"kv": {"listener": self.name, "address": f"{self.host}:{self.bound_port}"}})
+        log.info("listening", extra={"kv": {"listener": self.name, "address": format_address(self.host, self.bound_port)}})
 
     def _refuse(self, writer: asyncio.StreamWriter, peer: str) -> None:
         writer.transport.abort()

@@ -82,14 +82,52 @@ def test_empty_deletes_everything_but_the_lock_and_only_while_held(tmp_path):
     engine = LocalEngine(str(tmp_path))
     engine.metadata("catalog").put("k", {"v": 1})
     engine.close()
-    (tmp_path / "stray").write_bytes(b"x")
-    os.symlink("/nonexistent", tmp_path / "link")
     lock = DataDirLock.acquire(str(tmp_path))
     lock.empty()
     assert os.listdir(tmp_path) == [LOCK_NAME]
     lock.release()
     with pytest.raises(StorageError):
         lock.empty()
+
+
+def test_empty_refuses_a_directory_that_is_not_a_data_directory(tmp_path):
+    """``--fresh`` on a mistyped path (a home directory, say) must not wipe it."""
+    engine = LocalEngine(str(tmp_path))
+    engine.close()
+    (tmp_path / "thesis.txt").write_bytes(b"precious")
+    os.symlink("/nonexistent", tmp_path / "link")
+    lock = DataDirLock.acquire(str(tmp_path))
+    with pytest.raises(StorageError, match="does not look like a Headwater data directory"):
+        lock.empty()
+    assert (tmp_path / "thesis.txt").read_bytes() == b"precious"
+    assert sorted(os.listdir(tmp_path)) == sorted([LOCK_NAME, "link", "metadata", "streams", "thesis.txt", "trash"])
+    lock.release()
+
+
+def test_deleting_or_replacing_the_lock_file_does_not_let_a_second_holder_in(tmp_path):
+    """The lock is on the directory itself: the file is only where the PID is written."""
+    lock = DataDirLock.acquire(str(tmp_path))
+    os.unlink(tmp_path / LOCK_NAME)
+    with pytest.raises(DataDirLocked):
+        DataDirLock.acquire(str(tmp_path))
+    (tmp_path / LOCK_NAME).write_text("1\n")  # replaced by someone
+    with pytest.raises(DataDirLocked):
+        DataDirLock.acquire(str(tmp_path))
+    lock.release()
+    DataDirLock.acquire(str(tmp_path)).release()
+
+
+def test_a_lock_file_that_is_a_symlink_is_refused_and_its_target_left_alone(tmp_path):
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"important content")
+    data = tmp_path / "data"
+    data.mkdir()
+    os.symlink(victim, data / LOCK_NAME)
+    with pytest.raises(StorageError, match="symbolic link"):
+        DataDirLock.acquire(str(data))
+    assert victim.read_bytes() == b"important content"
+    os.unlink(data / LOCK_NAME)
+    DataDirLock.acquire(str(data)).release()  # and the directory's lock was not left held
 
 
 def test_release_with_remove_deletes_only_what_acquire_created(tmp_path):

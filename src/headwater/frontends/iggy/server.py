@@ -52,6 +52,12 @@ def _client_of(head: bytes) -> int:
     return lo | (hi << 64)
 
 
+# The largest frame read before a connection has logged in (bytes, header included).
+# Login, LoginWithPersonalAccessToken and Ping are far smaller; anything bigger is
+# evicted as a frame-size violation before its body is read (docs/gaps.md).
+PRE_LOGIN_MAX_FRAME_SIZE = 64 * 1024
+
+
 class IggyFrontend:
     """State shared by all Iggy connections: the broker, the client table, limits."""
 
@@ -80,7 +86,10 @@ class IggyFrontend:
                 except asyncio.CancelledError:
                     return  # shutdown while idle between requests: nothing is lost, just close
                 size = _SIZE.unpack_from(head, framing.SIZE_OFFSET)[0]
-                if size < _HEADER or size > max_size:
+                # before login only small frames (login, ping) are read: an unauthenticated
+                # connection can make the server buffer at most PRE_LOGIN_MAX_FRAME_SIZE bytes
+                limit = max_size if cs.state is State.AUTHENTICATED else min(max_size, PRE_LOGIN_MAX_FRAME_SIZE)
+                if size < _HEADER or size > limit:
                     # refused before a single body byte is read or buffered
                     log.info("frame size refused", extra={"kv": {"peer": conn.peer, "size": size}})
                     writer.write(self._evict(cs, _client_of(head), Event.FRAME_SIZE))

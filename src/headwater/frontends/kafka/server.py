@@ -174,8 +174,14 @@ class KafkaFrontend:
         return [response_prefix(correlation_id, len(body), flexible_response), body]
 
 
-def make_kafka_serve(broker: Broker, config: KafkaConfig):
-    return KafkaFrontend(broker, config).serve
+def make_kafka_serve(broker: Broker, config: KafkaConfig, bound_port: int | None = None):
+    """The connection coroutine of a Kafka listener. ``bound_port``: the port the listener
+    really bound; it is what Metadata, FindCoordinator and DescribeCluster advertise when
+    no ``advertised_address`` is set and ``address`` asks for port 0 (any free port)."""
+    frontend = KafkaFrontend(broker, config)
+    if bound_port is not None and not config.advertised_address and frontend.advertised_port == 0:
+        frontend.advertised_port = bound_port
+    return frontend.serve
 
 
 def kafka_limits(config: KafkaConfig) -> Limits:

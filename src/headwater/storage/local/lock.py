@@ -5,10 +5,12 @@ memory and overwrite each other's files, so acknowledged messages vanish at
 the next start. Kafka guards every log directory with a ``.lock`` file for the
 same reason; this is ours.
 
-``<data>/.lock`` layout: the holder's PID in ASCII decimal followed by ``\\n``
-(for the refusal message only: the lock is the ``flock``, not the content).
-The file itself is never deleted while the directory is in use, so every
-process locks the same inode.
+The lock is an ``flock`` on the data directory itself (an ``O_DIRECTORY``
+descriptor), so deleting, renaming or replacing ``.lock`` while a server runs
+cannot let a second one in: the directory's inode is what both lock. The file
+``<data>/.lock`` is taken too (as Kafka's is) and holds the holder's PID in
+ASCII decimal followed by ``\\n``, for the refusal message only. It is opened
+with ``O_NOFOLLOW``: a symbolic link there is refused, never written through.
 
 The lock is held on an open file description for the process's life; the
 kernel drops it when the descriptor closes, including on a crash or SIGKILL,
@@ -30,6 +32,9 @@ from headwater.storage.api import StorageError
 from .segment import fsync_dir
 
 LOCK_NAME = ".lock"
+# what a data directory holds at its top level (the engine's folders and the lock);
+# ``empty`` (``--fresh``) refuses a directory holding anything else
+DATA_DIR_ENTRIES = frozenset({LOCK_NAME, "streams", "metadata", "trash"})
 
 
 class DataDirLocked(StorageError):
@@ -40,6 +45,18 @@ class DataDirLocked(StorageError):
         super().__init__(f"{directory} is in use by another process ({holder}, lock file {LOCK_NAME})")
         self.directory = directory
         self.pid = pid
+
+
+def _read_pid_at(path: str) -> int | None:
+    """The PID recorded in the lock file at ``path`` (never following a symbolic link)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    try:
+        return _read_pid(fd)
+    finally:
+        os.close(fd)
 
 
 def _read_pid(fd: int) -> int | None:
@@ -58,13 +75,14 @@ class DataDirLock:
     :meth:`release` ``(remove=True)``.
     """
 
-    __slots__ = ("directory", "path", "created", "_fd")
+    __slots__ = ("directory", "path", "created", "_fd", "_dir_fd")
 
-    def __init__(self, directory: str, fd: int, created: list[str]):
+    def __init__(self, directory: str, fd: int, dir_fd: int, created: list[str]):
         self.directory = directory
         self.path = os.path.join(directory, LOCK_NAME)
         self.created = created
         self._fd: int | None = fd
+        self._dir_fd: int | None = dir_fd
 
     @classmethod
     def acquire(cls, directory: str) -> "DataDirLock":
@@ -88,41 +106,56 @@ class DataDirLock:
         except OSError as e:
             raise StorageError(f"cannot create {directory}: {e.strerror or e}") from e
         path = os.path.join(directory, LOCK_NAME)
-        while True:
-            try:
-                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-            except OSError as e:
-                raise StorageError(f"cannot open {path}: {e.strerror or e}") from e
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError as e:
-                pid = _read_pid(fd)
-                os.close(fd)
-                if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                    raise DataDirLocked(directory, pid) from None
-                raise StorageError(f"cannot lock {path}: {e.strerror or e}") from e
-            # A holder that was cleaning up a failed first start may have unlinked the
-            # file between our open and our flock: then we hold a lock nobody else sees.
-            try:
-                same = os.path.samestat(os.fstat(fd), os.stat(path))
-            except FileNotFoundError:
-                same = False
-            if same:
-                break
+        try:
+            dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError as e:
+            raise StorageError(f"cannot open {directory}: {e.strerror or e}") from e
+        try:
+            fcntl.flock(dir_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            os.close(dir_fd)
+            if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise DataDirLocked(directory, _read_pid_at(path)) from None
+            raise StorageError(f"cannot lock {directory}: {e.strerror or e}") from e
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+        except OSError as e:
+            os.close(dir_fd)
+            if e.errno == errno.ELOOP:
+                raise StorageError(f"{path} is a symbolic link: refusing to write through it (remove it)") from e
+            raise StorageError(f"cannot open {path}: {e.strerror or e}") from e
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:  # a process locking only the file (not the directory) holds it
+            pid = _read_pid(fd)
             os.close(fd)
+            os.close(dir_fd)
+            if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise DataDirLocked(directory, pid) from None
+            raise StorageError(f"cannot lock {path}: {e.strerror or e}") from e
         try:
             os.ftruncate(fd, 0)
             os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
         except OSError as e:
             os.close(fd)
+            os.close(dir_fd)
             raise StorageError(f"cannot write {path}: {e.strerror or e}") from e
-        return cls(directory, fd, created)
+        return cls(directory, fd, dir_fd, created)
 
     def empty(self) -> None:
         """Delete every entry of the directory but the lock file, while holding the lock
-        (``--fresh``: so never another live server's data). Raises StorageError if not held."""
+        (``--fresh``: so never another live server's data). Raises StorageError if not
+        held, or when the directory holds anything a data directory does not
+        (``DATA_DIR_ENTRIES``): ``--fresh`` on a mistyped path must not wipe it."""
         if self._fd is None:
             raise StorageError(f"{self.directory}: emptied without holding its lock")
+        foreign = sorted(set(os.listdir(self.directory)) - DATA_DIR_ENTRIES)
+        if foreign:
+            shown = ", ".join(foreign[:5]) + (", ..." if len(foreign) > 5 else "")
+            raise StorageError(
+                f"{self.directory} does not look like a Headwater data directory (it holds {shown}): "
+                "refusing to empty it; delete it yourself or pick another directory"
+            )
         for name in os.listdir(self.directory):
             if name == LOCK_NAME:
                 continue
@@ -141,14 +174,17 @@ class DataDirLock:
         """Drop the lock (idempotent). ``remove``: also delete the lock file and the
         directories :meth:`acquire` created, if they are empty (a failed first start)."""
         fd, self._fd = self._fd, None
+        dir_fd, self._dir_fd = self._dir_fd, None
         if fd is None:
             return
         if remove:
             try:
-                os.unlink(self.path)  # still locked: a racing acquire sees the unlink and retries
+                os.unlink(self.path)  # still holding the directory's lock
             except OSError:
                 pass
         os.close(fd)
+        if dir_fd is not None:
+            os.close(dir_fd)
         if remove:
             for d in reversed(self.created):
                 try:
@@ -157,9 +193,10 @@ class DataDirLock:
                     break  # not empty (someone else's now) or gone: leave it
 
     def __del__(self) -> None:
-        fd = getattr(self, "_fd", None)
-        if fd is not None:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        for name in ("_fd", "_dir_fd"):
+            fd = getattr(self, name, None)
+            if fd is not None:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
