@@ -44,10 +44,11 @@ LISTENERS = ["iggy", "kafka"]
 # --------------------------------------------------------------------------- servers and helpers
 
 
-def module_server(env: dict):
-    """A module-scoped fixture: a server of its own started with ``env``, stopped cleanly at the end."""
+def module_server(env: dict, scope: str = "module"):
+    """A fixture (module-scoped unless ``scope`` says otherwise): a server of its own started
+    with ``env``, stopped cleanly at the end."""
 
-    @pytest.fixture(scope="module")
+    @pytest.fixture(scope=scope)
     def fixture(tmp_path_factory):
         base = tmp_path_factory.mktemp("hostile")
         s = ServerProcess(base / "data", free_port(), free_port(), extra_env=env).start()
@@ -85,7 +86,8 @@ def _hostile_env() -> dict:
 
 # room for 5,000 idle connections per listener; short frame and stall deadlines; a small output bound
 hostile = module_server(_hostile_env())
-capped = module_server({"HEADWATER_TCP_MAX_CONNECTIONS": "20", "HEADWATER_KAFKA_MAX_CONNECTIONS": "20"})
+# one per test: a connection another test's clients left closing would take one of its 20 slots
+capped = module_server({"HEADWATER_TCP_MAX_CONNECTIONS": "20", "HEADWATER_KAFKA_MAX_CONNECTIONS": "20"}, scope="function")
 impatient = module_server({"HEADWATER_TCP_IDLE_TIMEOUT_S": "1.5", "HEADWATER_KAFKA_CONNECTIONS_MAX_IDLE_MS": "1500"})
 
 

@@ -56,7 +56,7 @@ def serve(config_path, data_dir, tcp_address, kafka_address, with_default_root_c
     Configuration precedence: defaults < --config file < HEADWATER_* environment < flags.
     Start order: validate every option, lock the data directory, bind every
     listener, then open the data and create the root user. A failure prints one
-    line ``headwater: cannot start: OPTION: PROBLEM`` and exits 2 for a bad
+    line "headwater: cannot start: OPTION: PROBLEM" and exits 2 for a bad
     option, 1 otherwise.
     """
     values = {"system.data_dir": data_dir, "tcp.address": tcp_address, "kafka.address": kafka_address,
