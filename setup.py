@@ -1,18 +1,22 @@
 """Build script for the optional compiled hot loops (Cython extension modules).
 
-Everything else about the package is in ``pyproject.toml``. Each module listed in
-``EXTENSIONS`` has a pure-Python reference next to it; the compiled one is used
-when it imports and ``HEADWATER_NO_EXTENSIONS=1`` is not set (see
-``headwater._native``). Setting ``HEADWATER_NO_EXTENSIONS=1`` at build time skips
-compiling them altogether (a machine without a C compiler still installs).
+Everything else about the package is in ``pyproject.toml``. Each hot-loop module
+listed in ``EXTENSIONS`` has a pure-Python reference next to it (``_xxh3_c``, the
+XXH3-64 they cimport, is the xxhash package's own function, which the references
+call directly); the compiled one is used when it imports and
+``HEADWATER_NO_EXTENSIONS=1`` is not set (see ``headwater._native``). Setting
+``HEADWATER_NO_EXTENSIONS=1`` at build time skips compiling them altogether (a
+machine without a C compiler still installs).
 """
 
 import os
 
 from setuptools import Extension, setup
 
-# (dotted module name, .pyx source) of every compiled hot loop
+# (dotted module name, .pyx source) of every compiled module; _xxh3_c first, as the
+# others cimport it (XXH3-64 from the xxHash library, see its docstring)
 EXTENSIONS: list[tuple[str, str]] = [
+    ("headwater.codec._xxh3_c", "src/headwater/codec/_xxh3_c.pyx"),
     ("headwater.codec._batch_c", "src/headwater/codec/_batch_c.pyx"),
     ("headwater.codec.kafka._convert_c", "src/headwater/codec/kafka/_convert_c.pyx"),
 ]

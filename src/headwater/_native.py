@@ -21,15 +21,19 @@ _chosen: dict[str, str] = {}
 
 
 def load(module: str):
-    """The compiled module named ``module``, or None (disabled, not built, or failing
-    to import: the pure-Python reference is then used)."""
+    """The compiled module named ``module``, or None (disabled, not built, or raising
+    ImportError: the pure-Python reference is then used, and :func:`implementations`
+    records why)."""
     if DISABLED:
         _chosen[module] = "python (HEADWATER_NO_EXTENSIONS=1)"
         return None
     try:
         mod = importlib.import_module(module)
-    except ImportError:
-        _chosen[module] = "python (extension not built)"
+    except ImportError as exc:
+        # not built, or built but refusing to import (e.g. headwater.codec._xxh3_c, which the
+        # compiled modules cimport, finding no usable xxHash library): say which
+        missing = isinstance(exc, ModuleNotFoundError) and exc.name == module
+        _chosen[module] = "python (extension not built)" if missing else f"python (extension failed to import: {exc})"
         return None
     _chosen[module] = "compiled"
     return mod
@@ -56,11 +60,14 @@ def implementations() -> dict[str, str]:
 
 
 def summary() -> str:
-    """One line: ``compiled`` when every hot loop is compiled, ``python`` when none is,
-    else ``mixed (name=..., ...)``; ``python`` when no compiled module exists at all."""
+    """One line: ``compiled`` when every hot loop is compiled, ``python`` when none is
+    (``python (why)`` when every module gave the same reason, e.g. ``python (extension
+    not built)``), else ``mixed (name=..., ...)``; ``python`` when no compiled module
+    exists at all."""
     kinds = implementations()
     if not kinds or all(v.startswith("python") for v in kinds.values()):
-        return "python" + (" (HEADWATER_NO_EXTENSIONS=1)" if DISABLED else "")
+        reasons = set(kinds.values())
+        return reasons.pop() if len(reasons) == 1 else "python" + (" (HEADWATER_NO_EXTENSIONS=1)" if DISABLED else "")
     if all(v == "compiled" for v in kinds.values()):
         return "compiled"
     return "mixed (" + ", ".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in sorted(kinds.items())) + ")"

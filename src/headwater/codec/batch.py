@@ -40,8 +40,9 @@ walking. The per-frame loops (``_py_verify_frames``, ``_py_walk``,
 ``_py_span``) carry no error bookkeeping: on anything odd they give up and the
 reference walk ``_diagnose`` finds and raises the precise error.
 
-Those loops have a compiled twin, ``headwater.codec._batch_c`` (Cython, with
-its own XXH3-64): used when it is built and ``HEADWATER_NO_EXTENSIONS=1`` is
+Those loops have a compiled twin, ``headwater.codec._batch_c`` (Cython; its
+XXH3-64 is the xxHash library's own, the function ``xxhash.xxh3_64_intdigest``
+runs, through ``headwater.codec._xxh3_c``): used when it is built and ``HEADWATER_NO_EXTENSIONS=1`` is
 not set (:func:`implementation`, :func:`use_implementation`). The Python loops
 here stay the specification; the compiled ones must return exactly what they
 return (``tests/unit/codec/test_batch_native.py``), so every error is still

@@ -12,10 +12,12 @@ headers need the reference mapping (Kafka headers, typed or chunked Iggy
 headers): for those the callables passed in (``convert.kafka_user_headers``,
 ``convert.kafka_fields_of`` and ``record_batch.encode_record``) are called.
 
-Frame and batch checksums are XXH3-64 (seed 0), taken from the system's
-``libxxhash.so.0`` (Debian ``libxxhash0``, a dependency of apt) through
-``dlopen``; without it this module does not import and the pure-Python code is
-used. Layouts: ``record_batch.py`` (RecordBatch v2 and its records) and
+Frame and batch checksums are XXH3-64 (seed 0), computed by the xxHash C
+library's ``XXH3_64bits`` through ``headwater.codec._xxh3_c`` (the function the
+``xxhash`` package's ``xxh3_64_intdigest`` runs); when that module cannot find
+or verify the library it does not import, nor does this one, and the
+pure-Python code is used; ``xxh3_64`` is that module's, re-exported for the
+tests. Layouts: ``record_batch.py`` (RecordBatch v2 and its records) and
 ``headwater/codec/batch.py`` (the Iggy batch and frame).
 """
 
@@ -25,24 +27,9 @@ from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcmp, memcpy, memset
 from cpython.bytearray cimport PyByteArray_AS_STRING
 
-cdef extern from *:
-    """
-    #include <dlfcn.h>
-    typedef unsigned long long (*hw_xxh3_fn)(const void *, size_t);
-    static hw_xxh3_fn hw_xxh3 = 0;
-    static int hw_load_xxh3(void) {
-        void *lib = dlopen("libxxhash.so.0", RTLD_NOW | RTLD_LOCAL);
-        if (!lib) return 0;
-        hw_xxh3 = (hw_xxh3_fn)dlsym(lib, "XXH3_64bits");
-        return hw_xxh3 != 0;
-    }
-    static inline unsigned long long hw_xxh3_64(const void *p, size_t n) { return hw_xxh3(p, n); }
-    """
-    int hw_load_xxh3()
-    unsigned long long hw_xxh3_64(const void *p, size_t n) nogil
+from headwater.codec._xxh3_c cimport xxh3_64_at
 
-if not hw_load_xxh3():
-    raise ImportError("libxxhash.so.0 (XXH3_64bits) not found")
+from headwater.codec._xxh3_c import xxh3_64  # the hash the loops use, for the tests
 
 cdef enum:
     BATCH_HEADER = 256
@@ -57,12 +44,6 @@ cdef uint64_t MAX_TS_DELTA_US = 0xFFFFFFFFULL
 cdef int64_t U64_MAX_MS = 18446744073709551LL  # (2**64 - 1) // 1000
 
 cdef uint64_t U64_MAX = 0xFFFFFFFFFFFFFFFFULL
-
-
-def xxh3_64(data) -> int:
-    """XXH3-64 (seed 0) of a bytes-like object, for the tests."""
-    cdef const uint8_t[::1] v = memoryview(data).cast("B")
-    return hw_xxh3_64(&v[0] if v.shape[0] else NULL, v.shape[0])
 
 
 # --------------------------------------------------------------------------- output buffer
@@ -508,7 +489,7 @@ def kafka_records_to_iggy(records, Py_ssize_t count, int64_t base_timestamp, int
             if p_len:
                 memcpy(f + FRAME_HEADER, b + r.val_pos, p_len)
             n = FRAME_HEADER + p_len + uh_len
-            checksum = hw_xxh3_64(f + 8, n - 8)
+            checksum = xxh3_64_at(f + 8, n - 8)
             put_u64le(f, checksum)
             sums[i] = checksum
             out.size += n
@@ -524,7 +505,7 @@ def kafka_records_to_iggy(records, Py_ssize_t count, int64_t base_timestamp, int
         memcpy(f + 40, out.buf + 48, 4)
         for i in range(count):
             put_u64le(f + 44 + 8 * i, sums[i])
-        checksum = hw_xxh3_64(f, 44 + count * 8)
+        checksum = xxh3_64_at(f, 44 + count * 8)
         free(f)
         put_u64le(out.buf + 40, checksum)
         return PyBytes_FromStringAndSize(<const char *>out.buf, out.size), max_ts
