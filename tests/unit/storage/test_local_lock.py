@@ -162,3 +162,19 @@ def test_a_path_that_is_a_file_is_refused(tmp_path):
     with pytest.raises(StorageError, match="cannot create"):
         DataDirLock.acquire(str(tmp_path / "f" / "sub"))
     assert (tmp_path / "f").read_bytes() == b"keep"
+
+
+def test_a_failed_start_removes_only_the_lock_file_it_created(tmp_path):
+    """A refused ``--fresh`` start (port taken) on an existing data directory leaves its
+    ``.lock`` as it found it; a first start that fails removes the file it made."""
+    DataDirLock.acquire(str(tmp_path)).release()
+    before = (tmp_path / LOCK_NAME).read_bytes()
+    lock = DataDirLock.acquire(str(tmp_path))
+    assert not lock.created_file
+    lock.release(remove=True)
+    assert (tmp_path / LOCK_NAME).exists()
+    fresh = tmp_path / "new"
+    lock = DataDirLock.acquire(str(fresh))
+    assert lock.created_file
+    lock.release(remove=True)
+    assert not fresh.exists() and before

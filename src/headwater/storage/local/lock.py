@@ -75,12 +75,13 @@ class DataDirLock:
     :meth:`release` ``(remove=True)``.
     """
 
-    __slots__ = ("directory", "path", "created", "_fd", "_dir_fd")
+    __slots__ = ("directory", "path", "created", "created_file", "_fd", "_dir_fd")
 
-    def __init__(self, directory: str, fd: int, dir_fd: int, created: list[str]):
+    def __init__(self, directory: str, fd: int, dir_fd: int, created: list[str], created_file: bool = True):
         self.directory = directory
         self.path = os.path.join(directory, LOCK_NAME)
         self.created = created
+        self.created_file = created_file  # False: the .lock file was there before (a restart)
         self._fd: int | None = fd
         self._dir_fd: int | None = dir_fd
 
@@ -117,6 +118,7 @@ class DataDirLock:
             if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
                 raise DataDirLocked(directory, _read_pid_at(path)) from None
             raise StorageError(f"cannot lock {directory}: {e.strerror or e}") from e
+        created_file = not os.path.lexists(path)
         try:
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
         except OSError as e:
@@ -136,11 +138,10 @@ class DataDirLock:
         try:
             os.ftruncate(fd, 0)
             os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
-        except OSError as e:
-            os.close(fd)
-            os.close(dir_fd)
+        except OSError as e:  # e.g. a full disk: leave nothing behind
+            cls(directory, fd, dir_fd, created, created_file).release(remove=True)
             raise StorageError(f"cannot write {path}: {e.strerror or e}") from e
-        return cls(directory, fd, dir_fd, created)
+        return cls(directory, fd, dir_fd, created, created_file)
 
     def empty(self) -> None:
         """Delete every entry of the directory but the lock file, while holding the lock
@@ -171,13 +172,14 @@ class DataDirLock:
         return self._fd is not None
 
     def release(self, *, remove: bool = False) -> None:
-        """Drop the lock (idempotent). ``remove``: also delete the lock file and the
-        directories :meth:`acquire` created, if they are empty (a failed first start)."""
+        """Drop the lock (idempotent). ``remove``: also delete what :meth:`acquire` created
+        (a failed start): the lock file if it was not there before, and the directories,
+        if they are empty."""
         fd, self._fd = self._fd, None
         dir_fd, self._dir_fd = self._dir_fd, None
         if fd is None:
             return
-        if remove:
+        if remove and self.created_file:
             try:
                 os.unlink(self.path)  # still holding the directory's lock
             except OSError:
