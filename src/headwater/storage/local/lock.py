@@ -8,8 +8,8 @@ same reason; this is ours.
 The lock is an ``flock`` on the data directory itself (an ``O_DIRECTORY``
 descriptor), so deleting, renaming or replacing ``.lock`` while a server runs
 cannot let a second one in: the directory's inode is what both lock. The file
-``<data>/.lock`` is taken too (as Kafka's is) and holds the holder's PID in
-ASCII decimal followed by ``\\n``, for the refusal message only. It is opened
+``<data>/.lock`` (Kafka's name) holds the holder's PID in ASCII decimal followed
+by ``\\n``, for the refusal message only; it is not itself locked. It is opened
 with ``O_NOFOLLOW``: a symbolic link there is refused, never written through.
 
 The lock is held on an open file description for the process's life; the
@@ -126,15 +126,6 @@ class DataDirLock:
             if e.errno == errno.ELOOP:
                 raise StorageError(f"{path} is a symbolic link: refusing to write through it (remove it)") from e
             raise StorageError(f"cannot open {path}: {e.strerror or e}") from e
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as e:  # a process locking only the file (not the directory) holds it
-            pid = _read_pid(fd)
-            os.close(fd)
-            os.close(dir_fd)
-            if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                raise DataDirLocked(directory, pid) from None
-            raise StorageError(f"cannot lock {path}: {e.strerror or e}") from e
         try:
             os.ftruncate(fd, 0)
             os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
