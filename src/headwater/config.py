@@ -110,6 +110,30 @@ class KafkaConfig:
 
 
 @dataclass(frozen=True)
+class HttpConfig:
+    """Iggy's HTTP REST API (and ``/metrics``); Iggy's default port 3000."""
+
+    enabled: bool = True
+    address: str = "127.0.0.1:3000"
+
+
+@dataclass(frozen=True)
+class QuicConfig:
+    """Iggy's binary protocol over QUIC (UDP); Iggy's default port 8080."""
+
+    enabled: bool = True
+    address: str = "127.0.0.1:8080"
+
+
+@dataclass(frozen=True)
+class WebSocketConfig:
+    """Iggy's binary protocol over WebSocket; Iggy's default port 8092."""
+
+    enabled: bool = True
+    address: str = "127.0.0.1:8092"
+
+
+@dataclass(frozen=True)
 class RootConfig:
     username: str = ""
     password: str = ""
@@ -126,6 +150,9 @@ class Config:
     system: SystemConfig = field(default_factory=SystemConfig)
     tcp: TcpConfig = field(default_factory=TcpConfig)
     kafka: KafkaConfig = field(default_factory=KafkaConfig)
+    http: HttpConfig = field(default_factory=HttpConfig)
+    quic: QuicConfig = field(default_factory=QuicConfig)
+    websocket: WebSocketConfig = field(default_factory=WebSocketConfig)
     root: RootConfig = field(default_factory=RootConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
 
@@ -186,7 +213,7 @@ def _check_value(dotted: str, value: Any, where: str) -> Any:
         low = _MINIMUM.get(dotted, 0)
         if not value >= low:  # also NaN
             raise ConfigError(where, f"{value!r} is below the minimum {low}")
-    if dotted in ("tcp.address", "kafka.address") or (dotted == "kafka.advertised_address" and value):
+    if dotted in LISTENER_ADDRESSES or (dotted == "kafka.advertised_address" and value):
         parse_address(value, where)
     elif dotted == "logging.level":
         if value.lower() not in LOG_LEVELS:
@@ -245,30 +272,43 @@ def _check_all(cfg: Config, sources: Mapping[str, str]) -> Config:
     return cfg
 
 
+LISTENER_ADDRESSES = ("tcp.address", "kafka.address", "http.address", "quic.address", "websocket.address")
+"""The ``address`` key of every listener section (QUIC's is a UDP port, the others TCP)."""
+
+_TCP_LISTENERS = ("tcp", "kafka", "http", "websocket")
+
+
 def _is_wildcard(host: str) -> bool:
     return host in ("", "0.0.0.0", "::")
 
 
 def _check_listeners(cfg: Config, sources: Mapping[str, str]) -> None:
-    """At least one listener; two enabled listeners on one port of one address (or a
-    wildcard) cannot both bind."""
-    if not (cfg.tcp.enabled or cfg.kafka.enabled):
+    """At least one listener; two enabled TCP listeners on one port of one address (or a
+    wildcard) cannot both bind (QUIC listens on UDP, so it shares no port space with them)."""
+    enabled = [name for name in ("tcp", "kafka", "http", "quic", "websocket") if getattr(cfg, name).enabled]
+    if not enabled:
         raise ConfigError(
             sources.get("kafka.enabled", sources.get("tcp.enabled", "tcp.enabled")),
-            "both listeners are turned off (tcp.enabled and kafka.enabled are false): nothing would be served",
+            "every listener is turned off (tcp, kafka, http, quic and websocket .enabled are false): "
+            "nothing would be served",
         )
-    if not (cfg.tcp.enabled and cfg.kafka.enabled):
-        return
-    tcp_host, tcp_port = parse_address(cfg.tcp.address)
-    kafka_host, kafka_port = parse_address(cfg.kafka.address)
-    if tcp_port == 0 or tcp_port != kafka_port:
-        return
-    if tcp_host == kafka_host or _is_wildcard(tcp_host) or _is_wildcard(kafka_host):
-        raise ConfigError(
-            sources.get("kafka.address", "kafka.address"),
-            f"{cfg.kafka.address} clashes with the Iggy TCP listener's {cfg.tcp.address} "
-            f"({sources.get('tcp.address', 'tcp.address')}): give each listener its own port",
-        )
+    seen: list[tuple[str, str, int]] = []
+    for name in _TCP_LISTENERS:
+        if name not in enabled:
+            continue
+        address = getattr(cfg, name).address
+        host, port = parse_address(address)
+        for other, other_host, other_port in seen:
+            if port != 0 and port == other_port and (
+                host == other_host or _is_wildcard(host) or _is_wildcard(other_host)
+            ):
+                other_address = getattr(cfg, other).address
+                raise ConfigError(
+                    sources.get(f"{name}.address", f"{name}.address"),
+                    f"{address} clashes with the {other} listener's {other_address} "
+                    f"({sources.get(f'{other}.address', f'{other}.address')}): give each listener its own port",
+                )
+        seen.append((name, host, port))
 
 
 def load(

@@ -9,12 +9,12 @@ import socket
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 
-def free_port() -> int:
-    with socket.socket() as s:
+def free_port(kind: str = "tcp") -> int:
+    with socket.socket(type=socket.SOCK_DGRAM if kind == "udp" else socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
@@ -24,6 +24,11 @@ class ServerProcess:
     data_dir: Path
     tcp_port: int
     kafka_port: int
+    # the Iggy HTTP, QUIC (UDP) and WebSocket listeners; free ports by default, so parallel
+    # servers never meet on Iggy's default ports
+    http_port: int = field(default_factory=lambda: free_port())
+    quic_port: int = field(default_factory=lambda: free_port("udp"))
+    websocket_port: int = field(default_factory=lambda: free_port())
     proc: subprocess.Popen | None = None
     log_path: Path | None = None
     extra_env: dict | None = None
@@ -52,6 +57,9 @@ class ServerProcess:
                 "--data-dir", str(self.data_dir),
                 "--tcp-address", self.iggy_address,
                 "--kafka-address", self.kafka_address,
+                "--http-address", f"127.0.0.1:{self.http_port}",
+                "--quic-address", f"127.0.0.1:{self.quic_port}",
+                "--websocket-address", f"127.0.0.1:{self.websocket_port}",
                 "--with-default-root-credentials",
                 *extra_args,
             ],

@@ -191,7 +191,8 @@ def test_defaults_are_checked_too(tmp_path, monkeypatch):
     ({"HEADWATER_KAFKA_STREAM": "a/b"}, ["HEADWATER_KAFKA_STREAM", "forbidden character"]),
     ({"HEADWATER_KAFKA_DEFAULT_PARTITIONS": "1001"}, ["HEADWATER_KAFKA_DEFAULT_PARTITIONS", "maximum 1000"]),
     ({"HEADWATER_KAFKA_DEFAULT_PARTITIONS": "99999999999999999999999"}, ["maximum 1000"]),
-    ({"HEADWATER_TCP_ENABLED": "false", "HEADWATER_KAFKA_ENABLED": "false"}, ["both listeners are turned off"]),
+    ({f"HEADWATER_{name}_ENABLED": "false" for name in ("TCP", "KAFKA", "HTTP", "QUIC", "WEBSOCKET")},
+     ["every listener is turned off"]),
 ])
 def test_values_the_server_could_never_use_are_refused_at_start(env, words):
     """Accepted, these would start a server whose every Kafka auto-create fails (or that serves nothing)."""
@@ -207,3 +208,13 @@ def test_a_config_file_that_is_not_utf8_or_is_a_directory_is_one_clear_error(tmp
     assert e.option == "--config" and "cannot read config file" in e.problem
     e = refused(path=str(tmp_path))
     assert e.option == "--config" and str(tmp_path) in e.problem
+
+
+def test_tcp_listeners_on_one_port_are_refused_and_quic_may_share_a_port_number():
+    """HTTP and WebSocket are TCP listeners like Iggy TCP and Kafka; QUIC is UDP."""
+    e = refused(env={"HEADWATER_HTTP_ADDRESS": "127.0.0.1:9092"})
+    assert e.option == "HEADWATER_HTTP_ADDRESS" and "kafka listener" in e.problem
+    e = refused(env={"HEADWATER_WEBSOCKET_ADDRESS": "0.0.0.0:3000"})
+    assert e.option == "HEADWATER_WEBSOCKET_ADDRESS" and "http listener" in e.problem
+    cfg = load(env={"HEADWATER_QUIC_ADDRESS": "127.0.0.1:8090"})
+    assert cfg.quic.address == "127.0.0.1:8090"

@@ -32,6 +32,9 @@ _FLAGS = {
     "system.data_dir": "--data-dir",
     "tcp.address": "--tcp-address",
     "kafka.address": "--kafka-address",
+    "http.address": "--http-address",
+    "quic.address": "--quic-address",
+    "websocket.address": "--websocket-address",
     "logging.level": "--log-level",
 }
 
@@ -47,10 +50,14 @@ def _cannot_start(option: str, problem: str, code: int) -> NoReturn:
 @click.option("--data-dir", help="Data directory (default: ./local_data).")
 @click.option("--tcp-address", help="Iggy TCP listener HOST:PORT (default 127.0.0.1:8090).")
 @click.option("--kafka-address", help="Kafka listener HOST:PORT (default 127.0.0.1:9092).")
+@click.option("--http-address", help="Iggy HTTP REST listener HOST:PORT (default 127.0.0.1:3000).")
+@click.option("--quic-address", help="Iggy QUIC listener HOST:PORT, UDP (default 127.0.0.1:8080).")
+@click.option("--websocket-address", help="Iggy WebSocket listener HOST:PORT (default 127.0.0.1:8092).")
 @click.option("--with-default-root-credentials", is_flag=True, help="On first start, create root as iggy/iggy (development).")
 @click.option("--fresh", is_flag=True, help="Empty the data directory before starting (refused while another server holds it).")
 @click.option("--log-level", help="debug, info, warning, error, critical.")
-def serve(config_path, data_dir, tcp_address, kafka_address, with_default_root_credentials, fresh, log_level) -> None:
+def serve(config_path, data_dir, tcp_address, kafka_address, http_address, quic_address, websocket_address,
+          with_default_root_credentials, fresh, log_level) -> None:
     """Start the server (defaults: data in ./local_data, Iggy TCP on 127.0.0.1:8090, Kafka on 127.0.0.1:9092).
 
     Configuration precedence: defaults < --config file < HEADWATER_* environment < flags.
@@ -60,7 +67,8 @@ def serve(config_path, data_dir, tcp_address, kafka_address, with_default_root_c
     option, 1 otherwise.
     """
     values = {"system.data_dir": data_dir, "tcp.address": tcp_address, "kafka.address": kafka_address,
-              "logging.level": log_level}
+              "http.address": http_address, "quic.address": quic_address,
+              "websocket.address": websocket_address, "logging.level": log_level}
     sources: dict[str, str] = {}
     try:
         cfg = load(config_path, overrides=values, flag_names=_FLAGS, sources=sources)
