@@ -84,6 +84,10 @@ class TcpConfig:
     frame_receive_timeout_s: float = 60.0  # a frame not whole this long after its first byte: connection closed
     send_stall_timeout_s: float = 60.0  # queued replies the client has not read from for this long: dropped
     idle_timeout_s: float = 0.0  # > 0: evict (reason 13) a connection with no request started for this long
+    # TLS (Iggy's [tcp.tls]); no cert file: a self-signed one is generated into <data_dir>/certs/ (see certs.py)
+    tls_enabled: bool = False
+    tls_cert_file: str = ""  # PEM certificate chain
+    tls_key_file: str = ""  # PEM private key
 
 
 @dataclass(frozen=True)
@@ -107,6 +111,10 @@ class KafkaConfig:
     max_connection_buffer_bytes: int = 4 * 1024 * 1024  # responses queued per connection before it stops reading
     frame_receive_timeout_s: float = 60.0  # a request not whole this long after its first byte: closed
     send_stall_timeout_s: float = 60.0  # queued responses the client has not read from for this long: dropped
+    # TLS (clients: security.protocol=SSL); no cert file: self-signed into <data_dir>/certs/
+    tls_enabled: bool = False
+    tls_cert_file: str = ""
+    tls_key_file: str = ""
 
 
 @dataclass(frozen=True)
@@ -123,6 +131,10 @@ class QuicConfig:
 
     enabled: bool = True
     address: str = "127.0.0.1:8080"
+    # QUIC always runs TLS 1.3: no cert file -> a self-signed one generated into <data_dir>/certs/
+    cert_file: str = ""  # PEM certificate chain
+    key_file: str = ""  # PEM private key
+    max_idle_timeout_s: float = 60.0  # QUIC idle timeout: a connection silent this long is dropped (0: off)
 
 
 @dataclass(frozen=True)
@@ -131,6 +143,10 @@ class WebSocketConfig:
 
     enabled: bool = True
     address: str = "127.0.0.1:8092"
+    # wss:// (Iggy's [websocket.tls]); no cert file -> self-signed into <data_dir>/certs/
+    tls_enabled: bool = False
+    tls_cert_file: str = ""
+    tls_key_file: str = ""
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from hw_server import ServerProcess, free_port
 from test_iggy_restart import all_messages, login
 
 PREFIX = "headwater: cannot start: "
+OTHER_LISTENERS = ("--http-address", "127.0.0.1:0", "--quic-address", "127.0.0.1:0", "--websocket-address", "127.0.0.1:0")
 
 
 def serve_fails(data_dir, *args: str, env: dict | None = None, tcp: str | None = None, kafka: str | None = None,
@@ -30,7 +31,9 @@ def serve_fails(data_dir, *args: str, env: dict | None = None, tcp: str | None =
     full_env.update(env or {})
     cmd = [sys.executable, "-m", "headwater", "serve", "--data-dir", str(data_dir),
            "--tcp-address", tcp or f"127.0.0.1:{free_port()}",
-           "--kafka-address", kafka or f"127.0.0.1:{free_port()}", *args]
+           "--kafka-address", kafka or f"127.0.0.1:{free_port()}",
+           # port 0: never Iggy's default ports, which a parallel test may hold
+           *OTHER_LISTENERS, *args]
     p = subprocess.run(cmd, capture_output=True, text=True, env=full_env, timeout=120)
     assert p.returncode != 0, f"started:\n{p.stdout}\n{p.stderr}"
     assert code is None or p.returncode == code, (p.returncode, p.stderr)
@@ -280,7 +283,8 @@ def test_listeners_on_port_0_advertise_the_port_they_bound(tmp_path):
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "headwater", "serve", "--data-dir", str(tmp_path / "data"),
-             "--tcp-address", "127.0.0.1:0", "--kafka-address", "127.0.0.1:0", "--with-default-root-credentials"],
+             "--tcp-address", "127.0.0.1:0", "--kafka-address", "127.0.0.1:0", *OTHER_LISTENERS,
+             "--with-default-root-credentials"],
             stdout=log, stderr=subprocess.STDOUT, env=full_env,
         )
     try:
