@@ -72,9 +72,9 @@ class _IggyQuicProtocol(QuicConnectionProtocol):
     def __init__(self, *args, listener: "QuicListener", **kwargs):
         super().__init__(*args, **kwargs)
         self._listener = listener
-        self._streams: dict[int, bytearray] = {}
-        self._requests: asyncio.Queue[tuple[int, bytes]] = asyncio.Queue()
-        self._session: IggySession | None = None
+        self._partial: dict[int, bytearray] = {}
+        self._request_queue: asyncio.Queue[tuple[int, bytes]] = asyncio.Queue()
+        self._iggy_session: IggySession | None = None
         self._worker: asyncio.Task | None = None
         self.busy = False
         self.peer = ""
@@ -82,17 +82,18 @@ class _IggyQuicProtocol(QuicConnectionProtocol):
     # ------------------------------------------------------------ events (no await)
     def quic_event_received(self, event) -> None:
         if isinstance(event, HandshakeCompleted):
-            self._opened()
+            self._on_handshake()
         elif isinstance(event, StreamDataReceived):
-            self._data(event.stream_id, event.data, event.end_stream)
+            self._on_stream_data(event.stream_id, event.data, event.end_stream)
         elif isinstance(event, StreamReset):
-            self._streams.pop(event.stream_id, None)
+            self._partial.pop(event.stream_id, None)
         elif isinstance(event, ConnectionTerminated):
-            self._closed()
+            self._on_terminated()
 
-    def _opened(self) -> None:
+    def _on_handshake(self) -> None:
         listener = self._listener
-        peer = self._transport.get_extra_info("peername") if self._transport is not None else None
+        paths = self._quic._network_paths  # the peer's (validated) address
+        peer = paths[0].addr if paths else None
         self.peer = format_address(peer[0], peer[1]) if isinstance(peer, tuple) else str(peer)
         if listener.closing or (listener.max_connections and len(listener.connections) >= listener.max_connections):
             self._quic.close(error_code=_CONNECTION_REFUSED, reason_phrase="connection limit reached")
@@ -100,45 +101,45 @@ class _IggyQuicProtocol(QuicConnectionProtocol):
             listener.refused += 1
             return
         listener.connections.add(self)
-        self._session = listener.frontend.session(self.peer, "quic")
+        self._iggy_session = listener.frontend.session(self.peer, "quic")
         self._worker = asyncio.get_running_loop().create_task(self._serve())
 
-    def _data(self, stream_id: int, data: bytes, end: bool) -> None:
-        session = self._session
+    def _on_stream_data(self, stream_id: int, data: bytes, end: bool) -> None:
+        session = self._iggy_session
         if session is None or session.closed:
             return
-        buf = self._streams.get(stream_id)
+        buf = self._partial.get(stream_id)
         if buf is None:
-            buf = self._streams[stream_id] = bytearray()
+            buf = self._partial[stream_id] = bytearray()
         buf += data
         limit = session.max_frame_size()
         declared = _SIZE.unpack_from(buf, framing.SIZE_OFFSET)[0] if len(buf) >= _HEADER else 0
         if len(buf) > limit or declared > limit:
             # refused before the rest of the frame is buffered; check_head writes the Eviction
             head = bytes(buf[:_HEADER]) if len(buf) >= _HEADER else bytes(buf) + bytes(_HEADER - len(buf))
-            del self._streams[stream_id]
+            del self._partial[stream_id]
             self._evict(stream_id, session.check_head(head) or session.evict_stale())
             return
         if end:
-            del self._streams[stream_id]
-            self._requests.put_nowait((stream_id, bytes(buf)))
+            del self._partial[stream_id]
+            self._request_queue.put_nowait((stream_id, bytes(buf)))
 
-    def _closed(self) -> None:
+    def _on_terminated(self) -> None:
         self._listener.connections.discard(self)
         if self._worker is not None:
             self._worker.cancel()
             self._worker = None
-        if self._session is not None:
-            self._session.close()
-            self._session = None
+        if self._iggy_session is not None:
+            self._iggy_session.close()
+            self._iggy_session = None
 
     # ------------------------------------------------------------ requests, one at a time
     async def _serve(self) -> None:
-        session = self._session
+        session = self._iggy_session
         assert session is not None
         try:
             while True:
-                stream_id, frame = await self._requests.get()
+                stream_id, frame = await self._request_queue.get()
                 self.busy = True
                 head = frame[:_HEADER]
                 if len(head) < _HEADER:  # a stream finished before its header was whole
@@ -153,16 +154,16 @@ class _IggyQuicProtocol(QuicConnectionProtocol):
                 if session.closed:
                     self._evict(stream_id, reply if isinstance(reply, bytes) else b"".join(reply))
                     return
-                self._send(stream_id, reply)
+                self._send_reply(stream_id, reply)
                 self.busy = False
                 if self._listener.closing:
-                    self.close()
+                    self.shutdown()
                     return
         except Exception:
             log.exception("quic connection failed", extra={"kv": {"peer": self.peer}})
-            self.close()
+            self.shutdown()
 
-    def _send(self, stream_id: int, reply) -> None:
+    def _send_reply(self, stream_id: int, reply) -> None:
         quic = self._quic
         if isinstance(reply, list):
             for part in reply[:-1]:
@@ -176,12 +177,13 @@ class _IggyQuicProtocol(QuicConnectionProtocol):
         """Send ``frame`` (an Eviction) on the stream, then close the connection."""
         log.info("quic connection evicted", extra={"kv": {"peer": self.peer}})
         try:
-            self._send(stream_id, frame)
+            self._send_reply(stream_id, frame)
         except Exception:  # the stream may be gone (reset, or a server-side id): close anyway
             pass
-        asyncio.get_running_loop().call_later(_EVICT_LINGER_S, self.close)
+        asyncio.get_running_loop().call_later(_EVICT_LINGER_S, self.shutdown)
 
-    def close(self) -> None:  # type: ignore[override]
+    def shutdown(self) -> None:
+        """Close the connection (NO_ERROR) and send the CONNECTION_CLOSE now."""
         try:
             self._quic.close(error_code=_NO_ERROR)
             self.transmit()
@@ -236,14 +238,14 @@ class QuicListener:
         self.closing = True
         for proto in list(self.connections):
             if not proto.busy:
-                proto.close()
+                proto.shutdown()
         loop = asyncio.get_running_loop()
         end = loop.time() + deadline_s
         while any(p.busy for p in self.connections) and loop.time() < end:
             await asyncio.sleep(0.05)
         for proto in list(self.connections):
-            proto.close()
-            proto._closed()
+            proto.shutdown()
+            proto._on_terminated()
         if self._server is not None:
             self._server.close()
         elif self._sock is not None:
