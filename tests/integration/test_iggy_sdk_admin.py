@@ -5,6 +5,13 @@ Every ``IggyClient`` method of apache-iggy 0.9 that maps to one of these command
 called; commands without an SDK method (GET_ME, GET_CLIENT(S), GET_CLUSTER_METADATA,
 GET_SNAPSHOT, the personal access token commands, DELETE_SEGMENTS) go through the SDK's
 ``send_binary_request`` and are decoded with ``headwater.codec.iggy``.
+
+Transports (``iggy_transports.py``; a server of its own per transport): every test runs over
+TCP; login/logout with the connection string and the stream lifecycle also over TLS-TCP,
+QUIC, WebSocket and HTTP (HTTP skipped while the server has no HTTP listener); stats, GET_ME
+(its transport byte), clients and cluster metadata, and personal access tokens (auto-login)
+over every binary transport (TLS-TCP, QUIC, WebSocket), as they need ``send_binary_request``.
+The rest stays on TCP to bound CI time: the commands are transport-blind past the framing.
 """
 
 from __future__ import annotations

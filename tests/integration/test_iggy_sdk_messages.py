@@ -3,6 +3,12 @@ offsets, consumer groups, the high-level producer and the consumer-group consume
 
 Consumer-offset commands have no ``IggyClient`` method in apache-iggy 0.9; they go through
 ``send_binary_request`` (and ``IggyConsumer.store_offset``/``delete_offset``).
+
+Transports (``iggy_transports.py``; a server of its own per transport): every test runs over
+TCP; sending with each partitioning and the poll strategies also over TLS-TCP, QUIC,
+WebSocket and HTTP (HTTP skipped while the server has no HTTP listener); consumer-group
+commands with rebalancing, and a dropped connection leaving its groups, over every binary
+transport. The rest stays on TCP to bound CI time.
 """
 
 from __future__ import annotations
