@@ -173,6 +173,29 @@ def check_root_credentials(config: Config) -> None:
         raise StartupError("root.password", str(e), bad_value=True) from None
 
 
+def _tls_pairs(config: Config) -> list[tuple[str, str, str]]:
+    """(option, cert_file, key_file) of every enabled TLS listener that names a certificate."""
+    pairs = []
+    for section, on in (("tcp", config.tcp.tls_enabled), ("websocket", config.websocket.tls_enabled),
+                        ("kafka", config.kafka.tls_enabled)):
+        sec = getattr(config, section)
+        if on and sec.enabled and sec.tls_cert_file:
+            pairs.append((f"{section}.tls_cert_file", sec.tls_cert_file, sec.tls_key_file))
+    if config.quic.enabled and config.quic.cert_file:
+        pairs.append(("quic.cert_file", config.quic.cert_file, config.quic.key_file))
+    return pairs
+
+
+def check_tls_files(config: Config) -> None:
+    """Part of step 1: every configured certificate and key must load (so a bad path fails
+    before the data directory is touched). Raises StartupError."""
+    for option, cert, key in _tls_pairs(config):
+        try:
+            tls.server_context(cert, key, config.system.data_dir, option)
+        except tls.TlsConfigError as e:
+            raise StartupError(e.option, e.problem, bad_value=True) from None
+
+
 def lock_data_dir(config: Config) -> EngineLock:
     """Step 2: take the data directory's exclusive lock. Raises StartupError
     (naming the holder's PID when another process has it)."""
@@ -303,9 +326,10 @@ def ensure_root(
 async def start(
     config: Config, *, fresh: bool = False, default_root: bool = False, sources: Mapping[str, str] | None = None
 ) -> App:
-    """Steps 2-6 of the start-up order (and the root credentials' part of step 1).
+    """Steps 2-6 of the start-up order (and the root credentials' and TLS files' part of step 1).
     Raises StartupError."""
     check_root_credentials(config)
+    check_tls_files(config)
     lock = lock_data_dir(config)
     try:
         bound = bind_listeners(config, sources)

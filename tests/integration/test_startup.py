@@ -222,6 +222,29 @@ def test_ports_taken_create_no_root_user_and_a_later_start_uses_default_credenti
         server.stop()
 
 
+@pytest.mark.parametrize("taken", ["websocket", "quic"])
+def test_a_taken_websocket_or_quic_port_is_one_line_naming_its_flag(tmp_path, taken):
+    kind = socket.SOCK_DGRAM if taken == "quic" else socket.SOCK_STREAM  # QUIC listens on UDP
+    with socket.socket(type=kind) as blocker:
+        blocker.bind(("127.0.0.1", 0))
+        if taken == "websocket":
+            blocker.listen()
+        busy = f"127.0.0.1:{blocker.getsockname()[1]}"
+        line = serve_fails(tmp_path / "data", f"--{taken}-address", busy, code=1)  # the last flag wins
+    assert line.startswith(f"--{taken}-address: cannot listen on {busy}: ") and "in use" in line, line
+    assert not (tmp_path / "data").exists()
+
+
+@pytest.mark.parametrize("section", ["tcp", "websocket", "kafka"])
+def test_a_tls_certificate_that_does_not_load_is_one_line_before_the_data_dir_is_touched(tmp_path, section):
+    junk = tmp_path / "junk.pem"
+    junk.write_text("not a certificate")
+    env = {f"HEADWATER_{section.upper()}_TLS_ENABLED": "true", f"HEADWATER_{section.upper()}_TLS_CERT_FILE": str(junk)}
+    line = serve_fails(tmp_path / "data", env=env, code=2)
+    assert line.startswith(f"HEADWATER_{section.upper()}_TLS_CERT_FILE: cannot load the certificate {junk}"), line
+    assert not (tmp_path / "data").exists()
+
+
 def test_ports_taken_on_an_existing_empty_dir_leave_only_the_lock_file(tmp_path):
     data_dir = tmp_path / "data"
     data_dir.mkdir()

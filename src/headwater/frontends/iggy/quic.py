@@ -73,6 +73,7 @@ class _IggyQuicProtocol(QuicConnectionProtocol):
         super().__init__(*args, **kwargs)
         self._listener = listener
         self._partial: dict[int, bytearray] = {}
+        self._held = 0  # request bytes buffered (partial streams and queued requests)
         self._request_queue: asyncio.Queue[tuple[int, bytes]] = asyncio.Queue()
         self._iggy_session: IggySession | None = None
         self._worker: asyncio.Task | None = None
@@ -86,7 +87,9 @@ class _IggyQuicProtocol(QuicConnectionProtocol):
         elif isinstance(event, StreamDataReceived):
             self._on_stream_data(event.stream_id, event.data, event.end_stream)
         elif isinstance(event, StreamReset):
-            self._partial.pop(event.stream_id, None)
+            dropped = self._partial.pop(event.stream_id, None)
+            if dropped is not None:
+                self._held -= len(dropped)
         elif isinstance(event, ConnectionTerminated):
             self._on_terminated()
 
@@ -108,17 +111,23 @@ class _IggyQuicProtocol(QuicConnectionProtocol):
         session = self._iggy_session
         if session is None or session.closed:
             return
+        if stream_id & 0x2:  # a unidirectional stream: no way to answer on it
+            log.info("quic unidirectional stream refused", extra={"kv": {"peer": self.peer}})
+            self.shutdown()
+            return
         buf = self._partial.get(stream_id)
         if buf is None:
             buf = self._partial[stream_id] = bytearray()
         buf += data
+        self._held += len(data)
         limit = session.max_frame_size()
         declared = _SIZE.unpack_from(buf, framing.SIZE_OFFSET)[0] if len(buf) >= _HEADER else 0
-        if len(buf) > limit or declared > limit:
-            # refused before the rest of the frame is buffered; check_head writes the Eviction
+        # one request at a time is what the SDK sends: the connection may hold one frame's bytes
+        if self._held > limit or declared > limit:
             head = bytes(buf[:_HEADER]) if len(buf) >= _HEADER else bytes(buf) + bytes(_HEADER - len(buf))
             del self._partial[stream_id]
-            self._evict(stream_id, session.check_head(head) or session.evict_stale())
+            self._held -= len(buf)
+            self._evict(stream_id, session.check_head(head) or session.evict_frame_size(head))
             return
         if end:
             del self._partial[stream_id]
@@ -140,6 +149,7 @@ class _IggyQuicProtocol(QuicConnectionProtocol):
         try:
             while True:
                 stream_id, frame = await self._request_queue.get()
+                self._held -= len(frame)
                 self.busy = True
                 head = frame[:_HEADER]
                 if len(head) < _HEADER:  # a stream finished before its header was whole
@@ -154,7 +164,10 @@ class _IggyQuicProtocol(QuicConnectionProtocol):
                 if session.closed:
                     self._evict(stream_id, reply if isinstance(reply, bytes) else b"".join(reply))
                     return
-                self._send_reply(stream_id, reply)
+                try:
+                    self._send_reply(stream_id, reply)
+                except Exception as e:  # the client reset or stopped the stream: its reply has nowhere to go
+                    log.debug("quic reply dropped", extra={"kv": {"peer": self.peer, "error": str(e)}})
                 self.busy = False
                 if self._listener.closing:
                     self.shutdown()
