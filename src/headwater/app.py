@@ -6,12 +6,17 @@ that fails leaves nothing behind):
 1. the config is parsed and validated (``config.load``, in the CLI);
 2. the data directory's exclusive lock is taken (``storage.api.lock_engine``;
    it creates the directory if missing and writes only ``<data>/.lock``);
-3. every listener's sockets are bound (``frontends.listener.bind``), not yet
-   listening: a client connecting now is refused, never left waiting;
+3. every listener's sockets are bound (``frontends.listener.bind``; QUIC's UDP
+   socket by ``frontends.iggy.quic.bind_udp``), not yet listening: a client
+   connecting now is refused, never left waiting (configured TLS certificates
+   were loaded once in step 1, so a bad one fails before step 2);
 4. ``--fresh`` empties the data directory (still locked: never another live
    server's), the engine opens it and the broker loads its state;
 5. the root user is created on first start (its password printed if random);
-6. the listeners listen on their sockets and serve them.
+6. the listeners listen on their sockets and serve them (a TLS listener with no
+   certificate configured gets the self-signed pair of ``<data>/certs/``, made
+   now if missing: ``frontends/tls.py``). One ``IggyFrontend`` serves the Iggy
+   TCP, QUIC and WebSocket listeners, so their sessions share one client table.
 
 A failure raises :class:`StartupError` naming the option at fault; a failure in
 step 3 removes the directory (and lock file) step 2 created. ``run(config)``
@@ -108,6 +113,14 @@ class App:
                 self._every(cfg.system.token_cleaner_interval_s, lambda: self.broker.users.purge_expired_tokens(self.broker.clock()))
             )
         )
+
+    def connection_counts(self) -> dict[str, int]:
+        """Open connections per transport ("tcp", "tls-tcp", "quic", "websocket", "wss",
+        "kafka", "kafka-ssl"): each listener's ``transport`` and ``connection_count``."""
+        counts: dict[str, int] = {}
+        for listener in self.listeners:
+            counts[listener.transport] = counts.get(listener.transport, 0) + listener.connection_count
+        return counts
 
     def _listener(self, b: BoundListener, iggy: IggyFrontend):
         """The listener serving ``b``'s sockets (TLS contexts built here: a self-signed pair

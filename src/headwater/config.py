@@ -27,7 +27,13 @@ Connection limits (``max_connections``, ``max_connection_buffer_bytes``,
 ``frame_receive_timeout_s``, ``send_stall_timeout_s``, the idle timeouts) are
 the same in ``[tcp]`` and ``[kafka]``; each 0 turns one off. They are enforced
 in ``frontends/listener.py``; docs/gaps.md says where they differ from Iggy and
-Kafka.
+Kafka. ``[websocket]`` and ``[quic]`` connections obey ``[tcp]``'s limits.
+
+TLS: ``tls_enabled``, ``tls_cert_file``, ``tls_key_file`` in ``[tcp]``,
+``[websocket]`` and ``[kafka]``; ``cert_file``, ``key_file`` in ``[quic]`` (QUIC is
+always TLS). An empty certificate path means the self-signed pair in
+``<data_dir>/certs/`` (``frontends/tls.py``); an empty key path with a certificate
+means the key is in the certificate's file.
 """
 
 from __future__ import annotations
