@@ -288,6 +288,18 @@ def test_websocket_refuses_garbage_text_oversize_and_bad_frames_and_keeps_servin
         start = time.monotonic()
         closed_within(s, FRAME_RECEIVE_TIMEOUT_S + 20)
         assert time.monotonic() - start >= FRAME_RECEIVE_TIMEOUT_S * 0.5
+    with socket.create_connection(("127.0.0.1", plain.websocket_port)) as s:  # then a frame's first byte only
+        s.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                  b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
+        s.settimeout(10)
+        response = b""
+        while b"\r\n\r\n" not in response:
+            response += s.recv(4096)
+        assert response.startswith(b"HTTP/1.1 101")
+        s.sendall(b"\x82")
+        start = time.monotonic()
+        closed_within(s, FRAME_RECEIVE_TIMEOUT_S + 20)
+        assert time.monotonic() - start >= FRAME_RECEIVE_TIMEOUT_S * 0.5
     run(all_served(plain_vias(plain)))
 
 

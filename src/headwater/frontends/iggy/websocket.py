@@ -56,12 +56,13 @@ def make_websocket_serve(frontend: IggyFrontend):
 
         conn.on_idle = evict_stale
         pending = bytearray()  # bytes of the next Iggy frame(s), across messages
+        between_frames = True  # nothing of a WebSocket or Iggy frame has arrived yet: IDLE, else RECEIVING
         try:
             while not conn.closing.is_set():
-                if pending:
-                    conn.receiving()
-                else:
+                if between_frames:
                     conn.waiting()
+                else:
+                    conn.receiving()
                 ws.max_message_size = session.max_frame_size()
                 try:
                     data = await reader.read(_READ)
@@ -72,7 +73,8 @@ def make_websocket_serve(frontend: IggyFrontend):
                     ws.receive_eof()
                     return
                 ws.receive_data(data)
-                for event in ws.events_received():
+                events = ws.events_received()
+                for event in events:
                     if event.opcode is Opcode.BINARY or event.opcode is Opcode.CONT:
                         pending += event.data
                     elif event.opcode is Opcode.TEXT:
@@ -107,6 +109,9 @@ def make_websocket_serve(frontend: IggyFrontend):
                         await conn.drain(writer)
                         return
                     await conn.reply(writer, ws.data_to_send())
+                # a WebSocket frame half read (the parser's buffer, or no event from these bytes) or an
+                # Iggy frame half in keeps the frame-receive deadline running
+                between_frames = bool(events) and not pending and not ws.reader.buffer
         finally:
             session.close()
 
