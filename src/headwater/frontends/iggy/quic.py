@@ -30,6 +30,7 @@ import asyncio
 import logging
 import socket
 import struct
+import time
 
 from aioquic.asyncio.protocol import QuicConnectionProtocol
 from aioquic.asyncio.server import QuicServer
@@ -77,6 +78,7 @@ class _IggyQuicProtocol(QuicConnectionProtocol):
         self._request_queue: asyncio.Queue[tuple[int, bytes]] = asyncio.Queue()
         self._iggy_session: IggySession | None = None
         self._worker: asyncio.Task | None = None
+        self._terminated = False
         self.busy = False
         self.peer = ""
 
@@ -101,7 +103,7 @@ class _IggyQuicProtocol(QuicConnectionProtocol):
         if listener.closing or (listener.max_connections and len(listener.connections) >= listener.max_connections):
             self._quic.close(error_code=_CONNECTION_REFUSED, reason_phrase="connection limit reached")
             self.transmit()
-            listener.refused += 1
+            listener.refuse(self.peer)
             return
         listener.connections.add(self)
         self._iggy_session = listener.frontend.session(self.peer, "quic")
@@ -134,20 +136,20 @@ class _IggyQuicProtocol(QuicConnectionProtocol):
             self._request_queue.put_nowait((stream_id, bytes(buf)))
 
     def _on_terminated(self) -> None:
+        """The connection is gone: an idle worker stops now; a busy one finishes its request
+        (a handler is never cancelled half-way), then stops. The session closes with it."""
         self._listener.connections.discard(self)
-        if self._worker is not None:
-            self._worker.cancel()
-            self._worker = None
-        if self._iggy_session is not None:
-            self._iggy_session.close()
-            self._iggy_session = None
+        self._terminated = True
+        worker, self._worker = self._worker, None
+        if worker is not None and not self.busy:
+            worker.cancel()
 
     # ------------------------------------------------------------ requests, one at a time
     async def _serve(self) -> None:
         session = self._iggy_session
         assert session is not None
         try:
-            while True:
+            while not self._terminated:
                 stream_id, frame = await self._request_queue.get()
                 self._held -= len(frame)
                 self.busy = True
@@ -175,6 +177,10 @@ class _IggyQuicProtocol(QuicConnectionProtocol):
         except Exception:
             log.exception("quic connection failed", extra={"kv": {"peer": self.peer}})
             self.shutdown()
+        finally:
+            self.busy = False
+            self._iggy_session = None
+            session.close()
 
     def _send_reply(self, stream_id: int, reply) -> None:
         quic = self._quic
@@ -216,7 +222,8 @@ class QuicListener:
         self.frontend = frontend
         self.max_connections = max_connections
         self.connections: set[_IggyQuicProtocol] = set()
-        self.refused = 0
+        self.refused = 0  # refused since the last log line
+        self._refused_logged_at = -1e9
         self.closing = False
         self._sock = sock
         self._config = QuicConfiguration(is_client=False, idle_timeout=idle_timeout_s or 86400.0 * 365)
@@ -227,6 +234,17 @@ class QuicListener:
     @property
     def bound_port(self) -> int:
         return self._sock.getsockname()[1]
+
+    def refuse(self, peer: str) -> None:
+        """Count a connection refused at the limit; log at most every 10 s (as TCP listeners do)."""
+        self.refused += 1
+        now = time.monotonic()
+        if now - self._refused_logged_at >= 10.0:
+            log.warning("connections refused: limit reached", extra={"kv": {
+                "listener": self.name, "max_connections": self.max_connections, "open": len(self.connections),
+                "refused": self.refused, "peer": peer}})
+            self.refused = 0
+            self._refused_logged_at = now
 
     @property
     def connection_count(self) -> int:
