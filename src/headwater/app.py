@@ -6,12 +6,17 @@ that fails leaves nothing behind):
 1. the config is parsed and validated (``config.load``, in the CLI);
 2. the data directory's exclusive lock is taken (``storage.api.lock_engine``;
    it creates the directory if missing and writes only ``<data>/.lock``);
-3. every listener's sockets are bound (``frontends.listener.bind``), not yet
-   listening: a client connecting now is refused, never left waiting;
+3. every listener's sockets are bound (``frontends.listener.bind``; QUIC's UDP
+   socket by ``frontends.iggy.quic.bind_udp``), not yet listening: a client
+   connecting now is refused, never left waiting (configured TLS certificates
+   were loaded once in step 1, so a bad one fails before step 2);
 4. ``--fresh`` empties the data directory (still locked: never another live
    server's), the engine opens it and the broker loads its state;
 5. the root user is created on first start (its password printed if random);
-6. the listeners listen on their sockets and serve them.
+6. the listeners listen on their sockets and serve them (a TLS listener with no
+   certificate configured gets the self-signed pair of ``<data>/certs/``, made
+   now if missing: ``frontends/tls.py``). One ``IggyFrontend`` serves the Iggy
+   TCP, QUIC and WebSocket listeners, so their sessions share one client table.
 
 A failure raises :class:`StartupError` naming the option at fault; a failure in
 step 3 removes the directory (and lock file) step 2 created. ``run(config)``
@@ -36,7 +41,10 @@ from .core.broker import Broker
 from .core.errors import BrokerError
 from .core.users import check_password, validate_password, validate_username
 from .frontends import listener as listener_mod
-from .frontends.iggy.server import iggy_limits, make_iggy_serve
+from .frontends import tls
+from .frontends.iggy.quic import QuicListener, bind_udp
+from .frontends.iggy.server import IggyFrontend, iggy_limits
+from .frontends.iggy.websocket import make_websocket_serve
 from .frontends.kafka.server import kafka_limits, make_kafka_serve
 from .frontends.listener import Listener
 from .storage.api import EngineLock, StorageError, lock_engine, open_engine
@@ -61,7 +69,7 @@ class StartupError(Exception):
 
 @dataclass
 class BoundListener:
-    """A listener's sockets, bound and listening, before anything serves them."""
+    """A listener's sockets, bound and listening, before anything serves them (QUIC: one UDP socket)."""
 
     name: str
     option: str  # the config key of its address
@@ -82,27 +90,69 @@ class App:
     _jobs: list[asyncio.Task] = field(default_factory=list)
 
     async def start(self, bound: list[BoundListener]) -> None:
-        """Serve the already-bound listeners (their Listener owns the sockets from now on)."""
+        """Serve the already-bound listeners (their Listener owns the sockets from now on).
+        One IggyFrontend serves every Iggy transport (one client table: sessions, fencing)."""
         cfg = self.config
+        data_dir = cfg.system.data_dir
+        iggy = IggyFrontend(self.broker, cfg.tcp, data_dir)
         for b in bound:
-            if b.name == "kafka":
-                bound_port = b.sockets[0].getsockname()[1] if b.sockets else None
-                serve_fn, limits = make_kafka_serve(self.broker, cfg.kafka, bound_port), kafka_limits(cfg.kafka)
-            else:
-                serve_fn, limits = make_iggy_serve(self.broker, cfg.tcp, cfg.system.data_dir), iggy_limits(cfg.tcp)
-            self.listeners.append(Listener(b.name, b.host, b.port, serve_fn, limits=limits, sockets=b.sockets))
+            self.listeners.append(self._listener(b, iggy))
         for b, listener in zip(bound, self.listeners):
             try:
                 await listener.start()
             except OSError as e:  # listen() lost a race for the port since bind()
                 where = ", ".join(f"{h}:{p}" for h, p in (s.getsockname()[:2] for s in b.sockets))
                 raise StartupError(b.option, f"cannot listen on {where}: {e.strerror or e}") from None
+        for listener in self.listeners:
+            kind = {"iggy-tcp": "tcp", "iggy-quic": "quic", "iggy-websocket": "websocket"}.get(listener.name)
+            if kind:
+                iggy.node_ports[kind] = listener.bound_port
         self._jobs.append(asyncio.create_task(self._every(cfg.system.retention_interval_s, self.broker.apply_retention)))
         self._jobs.append(
             asyncio.create_task(
                 self._every(cfg.system.token_cleaner_interval_s, lambda: self.broker.users.purge_expired_tokens(self.broker.clock()))
             )
         )
+
+    def connection_counts(self) -> dict[str, int]:
+        """Open connections per transport ("tcp", "tls-tcp", "quic", "websocket", "wss",
+        "kafka", "kafka-ssl"): each listener's ``transport`` and ``connection_count``."""
+        counts: dict[str, int] = {}
+        for listener in self.listeners:
+            counts[listener.transport] = counts.get(listener.transport, 0) + listener.connection_count
+        return counts
+
+    def _listener(self, b: BoundListener, iggy: IggyFrontend):
+        """The listener serving ``b``'s sockets (TLS contexts built here: a self-signed pair
+        is written into the data directory, open by now). Raises StartupError."""
+        cfg = self.config
+        data_dir = cfg.system.data_dir
+        try:
+            if b.name == "kafka":
+                bound_port = b.sockets[0].getsockname()[1] if b.sockets else None
+                k = cfg.kafka
+                ctx = tls.server_context(k.tls_cert_file, k.tls_key_file, data_dir, "kafka.tls_cert_file") if k.tls_enabled else None
+                return Listener(b.name, b.host, b.port, make_kafka_serve(self.broker, k, bound_port),
+                                limits=kafka_limits(k), sockets=b.sockets, ssl=ctx, transport="kafka-ssl" if ctx else "kafka")
+            if b.name == "iggy-quic":
+                q = cfg.quic
+                cert, key = tls.cert_pair(q.cert_file, q.key_file, data_dir, "quic.cert_file")
+                try:
+                    return QuicListener(b.name, b.host, b.port, iggy, sock=b.sockets[0], cert_file=cert, key_file=key,
+                                        max_connections=cfg.tcp.max_connections, idle_timeout_s=q.max_idle_timeout_s)
+                except (ValueError, OSError) as e:
+                    raise tls.TlsConfigError("quic.cert_file", f"cannot load the certificate {cert} with the key {key}: {e}") from None
+            if b.name == "iggy-websocket":
+                w = cfg.websocket
+                ctx = tls.server_context(w.tls_cert_file, w.tls_key_file, data_dir, "websocket.tls_cert_file") if w.tls_enabled else None
+                return Listener(b.name, b.host, b.port, make_websocket_serve(iggy), limits=iggy_limits(cfg.tcp),
+                                sockets=b.sockets, ssl=ctx, transport="wss" if ctx else "websocket")
+            t = cfg.tcp
+            ctx = tls.server_context(t.tls_cert_file, t.tls_key_file, data_dir, "tcp.tls_cert_file") if t.tls_enabled else None
+            return Listener(b.name, b.host, b.port, iggy.serve, limits=iggy_limits(t), sockets=b.sockets, ssl=ctx,
+                            transport="tls-tcp" if ctx else "tcp")
+        except tls.TlsConfigError as e:
+            raise StartupError(e.option, e.problem, bad_value=True) from None
 
     async def _every(self, seconds: float, fn) -> None:
         while True:
@@ -136,6 +186,29 @@ def check_root_credentials(config: Config) -> None:
         raise StartupError("root.password", str(e), bad_value=True) from None
 
 
+def _tls_pairs(config: Config) -> list[tuple[str, str, str]]:
+    """(option, cert_file, key_file) of every enabled TLS listener that names a certificate."""
+    pairs = []
+    for section, on in (("tcp", config.tcp.tls_enabled), ("websocket", config.websocket.tls_enabled),
+                        ("kafka", config.kafka.tls_enabled)):
+        sec = getattr(config, section)
+        if on and sec.enabled and sec.tls_cert_file:
+            pairs.append((f"{section}.tls_cert_file", sec.tls_cert_file, sec.tls_key_file))
+    if config.quic.enabled and config.quic.cert_file:
+        pairs.append(("quic.cert_file", config.quic.cert_file, config.quic.key_file))
+    return pairs
+
+
+def check_tls_files(config: Config) -> None:
+    """Part of step 1: every configured certificate and key must load (so a bad path fails
+    before the data directory is touched). Raises StartupError."""
+    for option, cert, key in _tls_pairs(config):
+        try:
+            tls.server_context(cert, key, config.system.data_dir, option)
+        except tls.TlsConfigError as e:
+            raise StartupError(e.option, e.problem, bad_value=True) from None
+
+
 def lock_data_dir(config: Config) -> EngineLock:
     """Step 2: take the data directory's exclusive lock. Raises StartupError
     (naming the holder's PID when another process has it)."""
@@ -149,7 +222,12 @@ def bind_listeners(config: Config, sources: Mapping[str, str] | None = None) -> 
     """Step 3: bind every enabled listener's address. Raises StartupError naming the
     listener's option, with nothing left bound (``sources``: how to name an option
     in the message, e.g. ``--tcp-address``)."""
+    # QUIC and WebSocket listen first: once TCP and Kafka accept, every listener does
     plan = []
+    if config.quic.enabled:
+        plan.append(("iggy-quic", "quic.address", config.quic.address))
+    if config.websocket.enabled:
+        plan.append(("iggy-websocket", "websocket.address", config.websocket.address))
     if config.tcp.enabled:
         plan.append(("iggy-tcp", "tcp.address", config.tcp.address))
     if config.kafka.enabled:
@@ -159,7 +237,7 @@ def bind_listeners(config: Config, sources: Mapping[str, str] | None = None) -> 
         for name, option, address in plan:
             host, port = parse_address(address, option)
             try:
-                sockets = listener_mod.bind(host, port)
+                sockets = [bind_udp(host, port)] if name == "iggy-quic" else listener_mod.bind(host, port)
             except socket.gaierror as e:
                 raise StartupError(option, f"cannot resolve host {host!r} of {address}: {e.strerror}") from None
             except OSError as e:
@@ -186,7 +264,7 @@ def _check_overlap(bound: list[BoundListener], sources: Mapping[str, str]) -> No
     for earlier in bound[:-1]:
         for a in earlier.sockets:
             for b in last.sockets:
-                if a.family == b.family and _overlaps(a.getsockname()[:2], b.getsockname()[:2]):
+                if a.family == b.family and a.type == b.type and _overlaps(a.getsockname()[:2], b.getsockname()[:2]):
                     raise StartupError(
                         last.option,
                         f"cannot listen on {b.getsockname()[0]}:{b.getsockname()[1]}: "
@@ -261,9 +339,10 @@ def ensure_root(
 async def start(
     config: Config, *, fresh: bool = False, default_root: bool = False, sources: Mapping[str, str] | None = None
 ) -> App:
-    """Steps 2-6 of the start-up order (and the root credentials' part of step 1).
+    """Steps 2-6 of the start-up order (and the root credentials' and TLS files' part of step 1).
     Raises StartupError."""
     check_root_credentials(config)
+    check_tls_files(config)
     lock = lock_data_dir(config)
     try:
         bound = bind_listeners(config, sources)

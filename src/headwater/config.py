@@ -27,7 +27,13 @@ Connection limits (``max_connections``, ``max_connection_buffer_bytes``,
 ``frame_receive_timeout_s``, ``send_stall_timeout_s``, the idle timeouts) are
 the same in ``[tcp]`` and ``[kafka]``; each 0 turns one off. They are enforced
 in ``frontends/listener.py``; docs/gaps.md says where they differ from Iggy and
-Kafka.
+Kafka. ``[websocket]`` and ``[quic]`` connections obey ``[tcp]``'s limits.
+
+TLS: ``tls_enabled``, ``tls_cert_file``, ``tls_key_file`` in ``[tcp]``,
+``[websocket]`` and ``[kafka]``; ``cert_file``, ``key_file`` in ``[quic]`` (QUIC is
+always TLS). An empty certificate path means the self-signed pair in
+``<data_dir>/certs/`` (``frontends/tls.py``); an empty key path with a certificate
+means the key is in the certificate's file.
 """
 
 from __future__ import annotations
@@ -84,6 +90,10 @@ class TcpConfig:
     frame_receive_timeout_s: float = 60.0  # a frame not whole this long after its first byte: connection closed
     send_stall_timeout_s: float = 60.0  # queued replies the client has not read from for this long: dropped
     idle_timeout_s: float = 0.0  # > 0: evict (reason 13) a connection with no request started for this long
+    # TLS (Iggy's [tcp.tls]); no cert file: a self-signed one is generated into <data_dir>/certs/ (see certs.py)
+    tls_enabled: bool = False
+    tls_cert_file: str = ""  # PEM certificate chain
+    tls_key_file: str = ""  # PEM private key
 
 
 @dataclass(frozen=True)
@@ -107,6 +117,10 @@ class KafkaConfig:
     max_connection_buffer_bytes: int = 4 * 1024 * 1024  # responses queued per connection before it stops reading
     frame_receive_timeout_s: float = 60.0  # a request not whole this long after its first byte: closed
     send_stall_timeout_s: float = 60.0  # queued responses the client has not read from for this long: dropped
+    # TLS (clients: security.protocol=SSL); no cert file: self-signed into <data_dir>/certs/
+    tls_enabled: bool = False
+    tls_cert_file: str = ""
+    tls_key_file: str = ""
 
 
 @dataclass(frozen=True)
@@ -123,6 +137,10 @@ class QuicConfig:
 
     enabled: bool = True
     address: str = "127.0.0.1:8080"
+    # QUIC always runs TLS 1.3: no cert file -> a self-signed one generated into <data_dir>/certs/
+    cert_file: str = ""  # PEM certificate chain
+    key_file: str = ""  # PEM private key
+    max_idle_timeout_s: float = 60.0  # QUIC idle timeout: a connection silent this long is dropped (0: off)
 
 
 @dataclass(frozen=True)
@@ -131,6 +149,10 @@ class WebSocketConfig:
 
     enabled: bool = True
     address: str = "127.0.0.1:8092"
+    # wss:// (Iggy's [websocket.tls]); no cert file -> self-signed into <data_dir>/certs/
+    tls_enabled: bool = False
+    tls_cert_file: str = ""
+    tls_key_file: str = ""
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.util
+
 import pytest
 
 from hw_server import ServerProcess, free_port
@@ -31,3 +33,24 @@ def fresh_server(tmp_path_factory):
     yield s
     if s.proc is not None:
         s.stop()
+
+
+@pytest.fixture(scope="module")
+def via(request, tmp_path_factory):
+    """One server per test module and transport, and the SDK's way to it (``iggy_transports.Via``).
+    Tests choose transports with ``@pytest.mark.parametrize("via", [...], indirect=True)``;
+    ``http`` is skipped while the server has no HTTP listener."""
+    from iggy_transports import Via, has_http_listener, start_server
+
+    transport = getattr(request, "param", "tcp")
+    if transport == "http" and importlib.util.find_spec("headwater.frontends.http") is None:
+        pytest.skip("this server has no HTTP front-end yet")
+    s, certs = start_server(tmp_path_factory.mktemp(f"headwater-{transport}"), tls=transport == "tls-tcp")
+    try:
+        if transport == "http" and not has_http_listener(s):
+            pytest.skip("this server has no HTTP listener yet")
+        yield Via(transport, s, certs)
+    finally:
+        if s.proc is not None:
+            rc = s.stop()
+            assert rc == 0, f"server exited with {rc} on SIGTERM:\n{s.log()}"

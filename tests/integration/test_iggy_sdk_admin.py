@@ -5,6 +5,13 @@ Every ``IggyClient`` method of apache-iggy 0.9 that maps to one of these command
 called; commands without an SDK method (GET_ME, GET_CLIENT(S), GET_CLUSTER_METADATA,
 GET_SNAPSHOT, the personal access token commands, DELETE_SEGMENTS) go through the SDK's
 ``send_binary_request`` and are decoded with ``headwater.codec.iggy``.
+
+Transports (``iggy_transports.py``; a server of its own per transport): every test runs over
+TCP; login/logout with the connection string and the stream lifecycle also over TLS-TCP,
+QUIC, WebSocket and HTTP (HTTP skipped while the server has no HTTP listener); stats, GET_ME
+(its transport byte), clients and cluster metadata, and personal access tokens (auto-login)
+over every binary transport (TLS-TCP, QUIC, WebSocket), as they need ``send_binary_request``.
+The rest stays on TCP to bound CI time: the commands are transport-blind past the framing.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from pathlib import Path
 
 import apache_iggy as ig
 import pytest
+from iggy_transports import EVERY_BINARY_TRANSPORT, EVERY_TRANSPORT, TCP_ONLY
 
 from headwater.codec.iggy.commands import encode_request_body
 from headwater.codec.iggy.commands import segments as wseg
@@ -23,18 +31,14 @@ from headwater.codec.iggy.commands import system as wsys
 from headwater.codec.iggy.commands import tokens as wt
 
 MIB = 1024 * 1024
-# An eviction the SDK maps to Unauthenticated (reasons 1, 7, 11, 12) makes it redial before it
-# reports the error; with the default 5 s cooldown that is slow, so tests redial at once, once.
-NO_RETRY = ig.TcpReconnectionConfig(max_retries=0, interval=datetime.timedelta(milliseconds=50),
-                                    reestablish_after=datetime.timedelta(milliseconds=50))
 
 
 def run(coro):
     return asyncio.run(coro)
 
 
-async def login(server, username: str = "iggy", password: str = "iggy") -> ig.IggyClient:
-    c = ig.IggyClient(ig.TcpConfig(server_address=server.iggy_address, reconnection=NO_RETRY))
+async def login(via, username: str = "iggy", password: str = "iggy") -> ig.IggyClient:
+    c = via.client()
     await c.connect()
     await c.login_user(username, password)
     return c
@@ -54,10 +58,10 @@ async def expect_error(coro, *fragments: str) -> str:
     return text
 
 
-def data_files(server) -> bytes:
+def data_files(via) -> bytes:
     """Every byte the server keeps outside the segment logs (metadata, offsets, users, tokens)."""
     out = b""
-    for p in Path(server.data_dir).rglob("*"):
+    for p in Path(via.server.data_dir).rglob("*"):
         if p.is_file() and p.suffix not in (".log", ".index"):
             out += p.read_bytes()
     return out
@@ -66,9 +70,10 @@ def data_files(server) -> bytes:
 # --------------------------------------------------------------------------- system
 
 
-def test_ping_and_login_and_logout(server):
+@EVERY_TRANSPORT
+def test_ping_and_login_and_logout(via):
     async def go():
-        c = ig.IggyClient(server.iggy_address)
+        c = via.client()
         await c.connect()
         await c.ping()  # served before login
         await expect_error(c.get_streams(), "Unauthenticated")
@@ -80,17 +85,18 @@ def test_ping_and_login_and_logout(server):
         await c.ping()
         await c.get_streams()
 
-        by_url = ig.IggyClient.from_connection_string(f"iggy://iggy:iggy@{server.iggy_address}")
+        by_url = ig.IggyClient.from_connection_string(via.connection_string())
         await by_url.connect()  # logs in with the credentials of the connection string
         await by_url.get_streams()
 
     run(go())
 
 
-def test_stats_me_clients_and_cluster_metadata(server):
+@EVERY_BINARY_TRANSPORT
+def test_stats_me_clients_and_cluster_metadata(via):
     async def go():
-        c = await login(server)
-        other = await login(server)
+        c = await login(via)
+        other = await login(via)
         await c.create_stream("stats")
         await c.create_topic("stats", "t", 3)
         await c.send_messages("stats", "t", 1, [ig.SendMessage(b"x"), ig.SendMessage(b"y")])
@@ -101,7 +107,7 @@ def test_stats_me_clients_and_cluster_metadata(server):
         assert stats.total_disk_space > 0 and stats.threads_count >= 1
 
         me = wsys.decode_client_details(await raw(c, wsys.GetMe()))
-        assert me.user_id == 0 and me.transport == 1 and me.address.startswith("127.0.0.1:")
+        assert me.user_id == 0 and me.transport == via.transport_code and me.address.startswith("127.0.0.1:")
         clients = wsys.decode_clients(await raw(c, wsys.GetClients()))
         assert me.client_id in {x.client_id for x in clients} and len(clients) >= 2
         them = wsys.decode_client_details(await raw(other, wsys.GetMe()))
@@ -113,16 +119,19 @@ def test_stats_me_clients_and_cluster_metadata(server):
         cluster = wsys.decode_cluster_metadata(await raw(c, wsys.GetClusterMetadata()))
         assert len(cluster.nodes) == 1
         node = cluster.nodes[0]
-        assert (node.ip, node.tcp_port, node.role, node.status) == ("127.0.0.1", server.tcp_port, 0, 0)
+        assert (node.ip, node.tcp_port, node.role, node.status) == ("127.0.0.1", via.server.tcp_port, 0, 0)
+        ports = (node.quic_port, node.websocket_port)
+        assert ports == (via.server.quic_port, via.server.websocket_port)
 
         await expect_error(raw(c, wsys.GetSnapshot(1, (100,))), "Feature is unavailable")
 
     run(go())
 
 
-def test_describe_options(server):
+@TCP_ONLY
+def test_describe_options(via):
     async def go():
-        c = await login(server)
+        c = await login(via)
         topic = {o.key: o for o in await c.describe_options("topic")}
         for key in ("compression_algorithm", "message_expiry", "max_topic_size", "segment_size",
                     "enforce_fsync", "messages_required_to_save", "size_of_messages_required_to_save",
@@ -138,9 +147,10 @@ def test_describe_options(server):
 # --------------------------------------------------------------------------- streams and topics
 
 
-def test_stream_lifecycle(server):
+@EVERY_TRANSPORT
+def test_stream_lifecycle(via):
     async def go():
-        c = await login(server)
+        c = await login(via)
         await c.create_stream("orders")
         await expect_error(c.create_stream("orders"), "already exists")
         s = await c.get_stream("orders")
@@ -168,9 +178,10 @@ def test_stream_lifecycle(server):
     run(go())
 
 
-def test_topic_lifecycle_with_options(server):
+@TCP_ONLY
+def test_topic_lifecycle_with_options(via):
     async def go():
-        c = await login(server)
+        c = await login(via)
         await c.create_stream("topics")
         await c.create_topic(
             "topics", "events", 3,
@@ -219,9 +230,10 @@ def test_topic_lifecycle_with_options(server):
     run(go())
 
 
-def test_partitions_and_segments(server):
+@TCP_ONLY
+def test_partitions_and_segments(via):
     async def go():
-        c = await login(server)
+        c = await login(via)
         await c.create_stream("parts")
         await c.create_topic("parts", "t", 2, segment_size=1 * MIB)
         await c.create_partitions("parts", "t", 3)
@@ -254,9 +266,10 @@ def test_partitions_and_segments(server):
 # --------------------------------------------------------------------------- users
 
 
-def test_users_and_permissions(server):
+@TCP_ONLY
+def test_users_and_permissions(via):
     async def go():
-        c = await login(server)
+        c = await login(via)
         perms = ig.Permissions(
             ig.GlobalPermissions(read_streams=True, poll_messages=True),
             {7: ig.StreamPermissions(manage_topics=True, topics={3: ig.TopicPermissions(send_messages=True)})},
@@ -276,7 +289,7 @@ def test_users_and_permissions(server):
         await c.update_user("alice", username="alice2", status=ig.UserStatus.Inactive)
         u = await c.get_user(created.id)
         assert (u.username, u.status) == ("alice2", ig.UserStatus.Inactive)
-        await expect_error(login(server, "alice2", "wonderland"), "Unauthenticated")  # eviction 11
+        await expect_error(login(via, "alice2", "wonderland"), "Unauthenticated")  # eviction 11
         await c.update_user("alice2", status=ig.UserStatus.Active)
         await c.update_permissions("alice2", ig.Permissions(ig.GlobalPermissions(read_users=True)))
         assert (await c.get_user("alice2")).permissions.global_permissions.read_users
@@ -284,8 +297,8 @@ def test_users_and_permissions(server):
         assert (await c.get_user("alice2")).permissions is None
 
         await c.change_password("alice2", "wonderland", "looking-glass")
-        await expect_error(login(server, "alice2", "wonderland"), "Invalid credentials")
-        alice = await login(server, "alice2", "looking-glass")
+        await expect_error(login(via, "alice2", "wonderland"), "Invalid credentials")
+        alice = await login(via, "alice2", "looking-glass")
         await alice.change_password("alice2", "looking-glass", "rabbit-hole")  # self-service
         assert (await alice.get_user("alice2")).username == "alice2"
         await expect_error(c.change_password("bob", "wrong", "new-one"), "Invalid credentials")
@@ -301,7 +314,7 @@ def test_users_and_permissions(server):
         assert await c.get_user("bob") is None
         await expect_error(c.delete_user("bob"))
 
-        stored = data_files(server)
+        stored = data_files(via)
         assert b"$argon2id$" in stored  # passwords are Argon2id hashes ...
         assert b"rabbit-hole" not in stored and b"wonderland" not in stored  # ... never the passwords
 
@@ -315,22 +328,19 @@ async def create_token(client: ig.IggyClient, name: str, expiry_us: int = 0) -> 
     return wt.decode_raw_personal_access_token(await raw(client, wt.CreatePersonalAccessToken(name, expiry_us))).token
 
 
-async def token_client(server, token: str) -> ig.IggyClient:
-    c = ig.IggyClient(ig.TcpConfig(
-        server_address=server.iggy_address,
-        auto_login=ig.AutoLogin.personal_access_token(token),
-        reconnection=NO_RETRY,
-    ))
+async def token_client(via, token: str) -> ig.IggyClient:
+    c = via.client(auto_login=ig.AutoLogin.personal_access_token(token))
     await asyncio.wait_for(c.connect(), 20)
     return c
 
 
-def test_personal_access_tokens(server):
+@EVERY_BINARY_TRANSPORT
+def test_personal_access_tokens(via):
     async def go():
-        c = await login(server)
+        c = await login(via)
         await c.create_user("carol", "secret-pw", ig.UserStatus.Active,
                             ig.Permissions(ig.GlobalPermissions(read_streams=True)))
-        carol = await login(server, "carol", "secret-pw")
+        carol = await login(via, "carol", "secret-pw")
         forever = await create_token(carol, "ci-forever")
         hour = await create_token(carol, "ci-hour", 3600 * 1_000_000)
         await expect_error(raw(carol, wt.CreatePersonalAccessToken("ci-hour", 0)), "already exists")
@@ -340,20 +350,20 @@ def test_personal_access_tokens(server):
         assert tokens["ci-hour"].expiry_at > 0
         assert wt.decode_personal_access_tokens(await raw(c, wt.GetPersonalAccessTokens())) == ()  # per user
 
-        via_token = await token_client(server, forever)
+        via_token = await token_client(via, forever)
         me = wsys.decode_client_details(await raw(via_token, wsys.GetMe()))
         assert me.user_id == (await c.get_user("carol")).id
         await via_token.get_streams()  # carol's read_streams
         await expect_error(via_token.create_stream("not-allowed"), "Unauthorized")
-        assert (await token_client(server, hour)) is not None
+        assert (await token_client(via, hour)) is not None
 
         await raw(carol, wt.DeletePersonalAccessToken("ci-forever"))
         await expect_error(raw(carol, wt.DeletePersonalAccessToken("ci-forever")))
-        await expect_error(token_client(server, forever))
+        await expect_error(token_client(via, forever))
         expired = await create_token(carol, "ci-expired", 1)  # one microsecond
-        await expect_error(token_client(server, expired))
+        await expect_error(token_client(via, expired))
 
-        stored = data_files(server)
+        stored = data_files(via)
         assert hour.encode() not in stored  # tokens are kept hashed ...
         assert hashlib.sha256(hour.encode()).hexdigest().encode() in stored  # ... as a SHA-256 digest
 

@@ -3,6 +3,12 @@ offsets, consumer groups, the high-level producer and the consumer-group consume
 
 Consumer-offset commands have no ``IggyClient`` method in apache-iggy 0.9; they go through
 ``send_binary_request`` (and ``IggyConsumer.store_offset``/``delete_offset``).
+
+Transports (``iggy_transports.py``; a server of its own per transport): every test runs over
+TCP; sending with each partitioning and the poll strategies also over TLS-TCP, QUIC,
+WebSocket and HTTP (HTTP skipped while the server has no HTTP listener); consumer-group
+commands with rebalancing, and a dropped connection leaving its groups, over every binary
+transport. The rest stays on TCP to bound CI time.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import time
 
 import apache_iggy as ig
 import pytest
+from iggy_transports import EVERY_BINARY_TRANSPORT, EVERY_TRANSPORT, TCP_ONLY
 
 from headwater.codec.iggy.codes import ConsumerKind
 from headwater.codec.iggy.commands import encode_request_body
@@ -33,8 +40,8 @@ def run(coro):
     return asyncio.run(coro)
 
 
-async def login(server) -> ig.IggyClient:
-    c = ig.IggyClient(server.iggy_address)
+async def login(via) -> ig.IggyClient:
+    c = via.client()
     await c.connect()
     await c.login_user("iggy", "iggy")
     return c
@@ -70,9 +77,10 @@ async def wait_until(fetch, ok, timeout: float = 15.0):
 # --------------------------------------------------------------------------- send
 
 
-def test_send_with_each_partitioning(server):
+@EVERY_TRANSPORT
+def test_send_with_each_partitioning(via):
     async def go():
-        c = await login(server)
+        c = await login(via)
         await c.create_stream("send")
         await c.create_topic("send", "t", 3)
         s_id = (await c.get_stream("send")).id
@@ -106,9 +114,10 @@ def test_send_with_each_partitioning(server):
 # --------------------------------------------------------------------------- poll
 
 
-def test_poll_strategies_count_and_message_fields(server):
+@EVERY_TRANSPORT
+def test_poll_strategies_count_and_message_fields(via):
     async def go():
-        c = await login(server)
+        c = await login(via)
         await c.create_stream("poll")
         await c.create_topic("poll", "t", 1)
         for i in range(10):  # one batch each: distinct server timestamps
@@ -152,9 +161,10 @@ def test_poll_strategies_count_and_message_fields(server):
 # --------------------------------------------------------------------------- consumer offsets
 
 
-def test_consumer_offsets_get_store_delete(server):
+@TCP_ONLY
+def test_consumer_offsets_get_store_delete(via):
     async def go():
-        c = await login(server)
+        c = await login(via)
         await c.create_stream("offsets")
         await c.create_topic("offsets", "t", 2)
         await c.send_messages("offsets", "t", 1, [ig.SendMessage(b"%d" % i) for i in range(8)])
@@ -198,9 +208,10 @@ async def members(client, stream, topic, group) -> dict[int, list[int]]:
     return {m.id: sorted(m.partitions) for m in g.members}
 
 
-def test_consumer_group_commands_and_rebalancing(server):
+@EVERY_BINARY_TRANSPORT
+def test_consumer_group_commands_and_rebalancing(via):
     async def go():
-        c = await login(server)
+        c = await login(via)
         await c.create_stream("groups")
         await c.create_topic("groups", "t", 4)
         await c.create_consumer_group("groups", "t", "g1")
@@ -213,7 +224,7 @@ def test_consumer_group_commands_and_rebalancing(server):
         assert await c.get_consumer_group("groups", "t", "nope") is None
         assert sorted(x.name for x in await c.get_consumer_groups("groups", "t")) == ["g1", "g2"]
 
-        a, b = await login(server), await login(server)
+        a, b = await login(via), await login(via)
         a_id = wsys.decode_client_details(await raw(a, wsys.GetMe())).client_id
         b_id = wsys.decode_client_details(await raw(b, wsys.GetMe())).client_id
         await a.join_consumer_group("groups", "t", "g1")
@@ -254,9 +265,8 @@ def test_consumer_group_commands_and_rebalancing(server):
 _MEMBER_SCRIPT = """
 import asyncio, sys, apache_iggy as ig
 async def main():
-    c = ig.IggyClient(sys.argv[1])
-    await c.connect()
-    await c.login_user("iggy", "iggy")
+    c = ig.IggyClient.from_connection_string(sys.argv[1])
+    await c.connect()  # logs in with the URL's credentials
     await c.join_consumer_group("drop", "t", "g")
     print("joined", flush=True)
     await asyncio.sleep(120)
@@ -264,9 +274,10 @@ asyncio.run(main())
 """
 
 
-def test_a_dropped_connection_leaves_its_groups(server):
+@EVERY_BINARY_TRANSPORT
+def test_a_dropped_connection_leaves_its_groups(via):
     async def setup():
-        c = await login(server)
+        c = await login(via)
         await c.create_stream("drop")
         await c.create_topic("drop", "t", 2)
         await c.create_consumer_group("drop", "t", "g")
@@ -278,7 +289,10 @@ def test_a_dropped_connection_leaves_its_groups(server):
 
     async def go():
         c = await setup()
-        child = subprocess.Popen([sys.executable, "-c", _MEMBER_SCRIPT, server.iggy_address],
+        # a killed QUIC client is noticed when the connection's idle timeout (the lower of the two
+        # ends' max_idle_timeout) runs out: the child asks for 2 s
+        url = via.connection_string(**({"max_idle_timeout": 2000} if via.transport == "quic" else {}))
+        child = subprocess.Popen([sys.executable, "-c", _MEMBER_SCRIPT, url],
                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         try:
             ready, _, _ = select.select([child.stdout], [], [], 30)
@@ -320,9 +334,10 @@ async def consume(consumers: list[ig.IggyConsumer], want: int, timeout: float = 
     return got
 
 
-def test_producer_and_two_group_consumers_share_the_partitions(server):
+@TCP_ONLY
+def test_producer_and_two_group_consumers_share_the_partitions(via):
     async def go():
-        admin = await login(server)
+        admin = await login(via)
         producer = await admin.producer("hl", "events", ig.Partitioning.balanced(), topic_partitions_count=4)
         async with producer:
             for i in range(60):
@@ -347,7 +362,7 @@ def test_producer_and_two_group_consumers_share_the_partitions(server):
                 poll_interval=5 * MS,
             )
 
-        c1, c2 = await login(server), await login(server)
+        c1, c2 = await login(via), await login(via)
         k1, k2 = await group_consumer(c1), await group_consumer(c2)
         assert len(await members(admin, "hl", "events", "hl-group")) == 2
         got = await consume([k1, k2], 80)
@@ -361,7 +376,7 @@ def test_producer_and_two_group_consumers_share_the_partitions(server):
         await c1.leave_consumer_group("hl", "events", "hl-group")
         await c2.leave_consumer_group("hl", "events", "hl-group")
         await admin.send_messages("hl", "events", 0, [ig.SendMessage(b"late")])
-        c3 = await login(server)
+        c3 = await login(via)
         k3 = await group_consumer(c3)
         assert list((await members(admin, "hl", "events", "hl-group")).values()) == [[0, 1, 2, 3]]
         late = await consume([k3], 1, timeout=15)
@@ -370,9 +385,10 @@ def test_producer_and_two_group_consumers_share_the_partitions(server):
     run(go())
 
 
-def test_group_consumer_with_client_side_auto_commit_and_a_member_without_partitions(server):
+@TCP_ONLY
+def test_group_consumer_with_client_side_auto_commit_and_a_member_without_partitions(via):
     async def go():
-        admin = await login(server)
+        admin = await login(via)
         await admin.create_stream("each")
         await admin.create_topic("each", "t", 1)
         await admin.send_messages("each", "t", 0, [ig.SendMessage(b"e%d" % i) for i in range(12)])
@@ -385,7 +401,7 @@ def test_group_consumer_with_client_side_auto_commit_and_a_member_without_partit
                 poll_interval=5 * MS,
             )
 
-        c1, c2 = await login(server), await login(server)
+        c1, c2 = await login(via), await login(via)
         k1 = await group_consumer(c1)
         k2 = await group_consumer(c2)  # one partition, two members: the second gets nothing
         m = await members(admin, "each", "t", "each-group")
@@ -400,9 +416,10 @@ def test_group_consumer_with_client_side_auto_commit_and_a_member_without_partit
     run(go())
 
 
-def test_producer_routing_and_consume_messages_with_manual_offsets(server):
+@TCP_ONLY
+def test_producer_routing_and_consume_messages_with_manual_offsets(via):
     async def go():
-        admin = await login(server)
+        admin = await login(via)
         producer = await admin.producer("extras", "t", ig.Partitioning.partition_id(0), topic_partitions_count=2)
         await admin.create_stream("elsewhere")
         await admin.create_topic("elsewhere", "t2", 1)
@@ -420,7 +437,7 @@ def test_producer_routing_and_consume_messages_with_manual_offsets(server):
         # a group consumer that commits by hand (IggyConsumer.store_offset / delete_offset)
         await admin.create_topic("extras", "single", 1)
         await admin.send_messages("extras", "single", 0, [ig.SendMessage(b"s%d" % i) for i in range(7)])
-        c = await login(server)
+        c = await login(via)
         k = await c.consumer_group("manual", "extras", "single", polling_strategy=ig.PollingStrategy.First(),
                                    batch_length=3, auto_commit=ig.AutoCommit.Disabled(), poll_interval=5 * MS)
         assert (k.name(), k.stream(), k.topic()) == ("manual", "extras", "single")
@@ -447,14 +464,15 @@ def test_producer_routing_and_consume_messages_with_manual_offsets(server):
     run(go())
 
 
-def test_allow_replay_and_current_offset(server):
+@TCP_ONLY
+def test_allow_replay_and_current_offset(via):
     """What the SDK's consumer does with the poll reply (``core/sdk/src/clients/consumer.rs``):
     it drops messages at or below its last consumed offset unless ``allow_replay``, and it
     treats a reply whose ``current_offset`` (the partition's newest offset) equals its last
     consumed offset as "nothing new" and discards it."""
 
     async def go():
-        admin = await login(server)
+        admin = await login(via)
         await admin.create_stream("replay")
         await admin.create_topic("replay", "t", 1)
         await admin.send_messages("replay", "t", 0, [ig.SendMessage(b"r%d" % i) for i in range(5)])
@@ -465,11 +483,11 @@ def test_allow_replay_and_current_offset(server):
                                          batch_length=3, auto_commit=ig.AutoCommit.Disabled(),
                                          poll_interval=5 * MS, allow_replay=allow_replay)
 
-        replaying = await next_consumer(await login(server), "replaying", True)
+        replaying = await next_consumer(await login(via), "replaying", True)
         got = (await consume([replaying], 6))[0]
         assert [o for (_, o, _) in got][:6] == [0, 1, 2, 0, 1, 2]
 
-        careful = await next_consumer(await login(server), "careful", False)
+        careful = await next_consumer(await login(via), "careful", False)
         got = (await consume([careful], 3))[0]
         assert [o for (_, o, _) in got][:3] == [0, 1, 2]
         await careful.store_offset(2, 0)  # the server's Next moves on only with a stored offset
@@ -479,7 +497,7 @@ def test_allow_replay_and_current_offset(server):
         # a reply's current_offset is the newest offset: new messages after a consumed one arrive
         await admin.create_topic("replay", "one", 1)
         await admin.send_messages("replay", "one", 0, [ig.SendMessage(b"only")])
-        k = await (await login(server)).consumer_group(
+        k = await (await login(via)).consumer_group(
             "latest", "replay", "one", polling_strategy=ig.PollingStrategy.Next(), batch_length=10,
             auto_commit=ig.AutoCommit.When(ig.AutoCommitWhen.PollingMessages()), poll_interval=5 * MS)
         assert [p for (_, _, p) in (await consume([k], 1))[0]] == [b"only"]

@@ -18,6 +18,7 @@ from hw_server import ServerProcess, free_port
 from test_iggy_restart import all_messages, login
 
 PREFIX = "headwater: cannot start: "
+OTHER_LISTENERS = ("--http-address", "127.0.0.1:0", "--quic-address", "127.0.0.1:0", "--websocket-address", "127.0.0.1:0")
 
 
 def serve_fails(data_dir, *args: str, env: dict | None = None, tcp: str | None = None, kafka: str | None = None,
@@ -30,7 +31,9 @@ def serve_fails(data_dir, *args: str, env: dict | None = None, tcp: str | None =
     full_env.update(env or {})
     cmd = [sys.executable, "-m", "headwater", "serve", "--data-dir", str(data_dir),
            "--tcp-address", tcp or f"127.0.0.1:{free_port()}",
-           "--kafka-address", kafka or f"127.0.0.1:{free_port()}", *args]
+           "--kafka-address", kafka or f"127.0.0.1:{free_port()}",
+           # port 0: never Iggy's default ports, which a parallel test may hold
+           *OTHER_LISTENERS, *args]
     p = subprocess.run(cmd, capture_output=True, text=True, env=full_env, timeout=120)
     assert p.returncode != 0, f"started:\n{p.stdout}\n{p.stderr}"
     assert code is None or p.returncode == code, (p.returncode, p.stderr)
@@ -219,6 +222,29 @@ def test_ports_taken_create_no_root_user_and_a_later_start_uses_default_credenti
         server.stop()
 
 
+@pytest.mark.parametrize("taken", ["websocket", "quic"])
+def test_a_taken_websocket_or_quic_port_is_one_line_naming_its_flag(tmp_path, taken):
+    kind = socket.SOCK_DGRAM if taken == "quic" else socket.SOCK_STREAM  # QUIC listens on UDP
+    with socket.socket(type=kind) as blocker:
+        blocker.bind(("127.0.0.1", 0))
+        if taken == "websocket":
+            blocker.listen()
+        busy = f"127.0.0.1:{blocker.getsockname()[1]}"
+        line = serve_fails(tmp_path / "data", f"--{taken}-address", busy, code=1)  # the last flag wins
+    assert line.startswith(f"--{taken}-address: cannot listen on {busy}: ") and "in use" in line, line
+    assert not (tmp_path / "data").exists()
+
+
+@pytest.mark.parametrize("section", ["tcp", "websocket", "kafka"])
+def test_a_tls_certificate_that_does_not_load_is_one_line_before_the_data_dir_is_touched(tmp_path, section):
+    junk = tmp_path / "junk.pem"
+    junk.write_text("not a certificate")
+    env = {f"HEADWATER_{section.upper()}_TLS_ENABLED": "true", f"HEADWATER_{section.upper()}_TLS_CERT_FILE": str(junk)}
+    line = serve_fails(tmp_path / "data", env=env, code=2)
+    assert line.startswith(f"HEADWATER_{section.upper()}_TLS_CERT_FILE: cannot load the certificate {junk}"), line
+    assert not (tmp_path / "data").exists()
+
+
 def test_ports_taken_on_an_existing_empty_dir_leave_only_the_lock_file(tmp_path):
     data_dir = tmp_path / "data"
     data_dir.mkdir()
@@ -280,7 +306,8 @@ def test_listeners_on_port_0_advertise_the_port_they_bound(tmp_path):
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "headwater", "serve", "--data-dir", str(tmp_path / "data"),
-             "--tcp-address", "127.0.0.1:0", "--kafka-address", "127.0.0.1:0", "--with-default-root-credentials"],
+             "--tcp-address", "127.0.0.1:0", "--kafka-address", "127.0.0.1:0", *OTHER_LISTENERS,
+             "--with-default-root-credentials"],
             stdout=log, stderr=subprocess.STDOUT, env=full_env,
         )
     try:

@@ -12,13 +12,16 @@ import pytest
 from headwater import app
 from headwater.config import load
 
+# never Iggy's default ports (8080, 8092, 3000), which a parallel test may hold
+OTHERS_ON_PORT_0 = {"http.address": "127.0.0.1:0", "quic.address": "127.0.0.1:0", "websocket.address": "127.0.0.1:0"}
+
 
 def test_a_listen_that_loses_its_port_after_bind_names_the_option(tmp_path):
-    cfg = load(env={}, overrides={"system.data_dir": str(tmp_path / "data"),
+    cfg = load(env={}, overrides={"system.data_dir": str(tmp_path / "data"), **OTHERS_ON_PORT_0,
                                   "tcp.address": "127.0.0.1:0", "kafka.address": "127.0.0.1:0"})
     lock = app.lock_data_dir(cfg)
     bound = app.bind_listeners(cfg)
-    port = bound[1].sockets[0].getsockname()[1]
+    port = next(b for b in bound if b.name == "kafka").sockets[0].getsockname()[1]
     with socket.socket() as thief:  # another process takes the port between our bind and listen
         thief.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         thief.bind(("127.0.0.1", port))
@@ -42,10 +45,38 @@ def test_a_failed_bind_removes_the_directory_the_lock_created(tmp_path):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
-        cfg = load(env={}, overrides={"system.data_dir": str(tmp_path / "a" / "data"),
+        cfg = load(env={}, overrides={"system.data_dir": str(tmp_path / "a" / "data"), **OTHERS_ON_PORT_0,
                                       "tcp.address": "127.0.0.1:0",
                                       "kafka.address": f"127.0.0.1:{taken.getsockname()[1]}"})
         with pytest.raises(app.StartupError) as e:
             asyncio.run(app.start(cfg))
     assert e.value.option == "kafka.address"
     assert os.listdir(tmp_path) == []
+
+
+def test_every_listener_names_its_transport_and_counts_its_connections(tmp_path):
+    cfg = load(env={}, overrides={"system.data_dir": str(tmp_path / "data"), **OTHERS_ON_PORT_0,
+                                  "tcp.address": "127.0.0.1:0", "kafka.address": "127.0.0.1:0",
+                                  "websocket.tls_enabled": "true"})
+    lock = app.lock_data_dir(cfg)
+    bound = app.bind_listeners(cfg)
+    server = app.App(cfg, app.open_broker(cfg, lock))
+
+    async def go():
+        await server.start(bound)
+        try:
+            tcp = next(listener for listener in server.listeners if listener.transport == "tcp")
+            _, writer = await asyncio.open_connection("127.0.0.1", tcp.bound_port)
+            for _ in range(100):  # bounded: until the listener has accepted it
+                if server.connection_counts()["tcp"] == 1:
+                    break
+                await asyncio.sleep(0.01)
+            counts = server.connection_counts()
+            writer.close()
+            return counts
+        finally:
+            await server.stop()
+
+    counts = asyncio.run(go())
+    assert counts == {"quic": 0, "wss": 0, "tcp": 1, "kafka": 0}
+    assert (tmp_path / "data" / "certs" / "server_cert.pem").exists()  # wss without a cert file: self-signed

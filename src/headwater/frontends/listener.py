@@ -47,6 +47,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import ssl as ssl_mod
 import time
 from dataclasses import dataclass
 from typing import Awaitable, Callable
@@ -228,11 +229,18 @@ def bind(host: str, port: int) -> list[socket.socket]:
 
 class Listener:
     def __init__(self, name: str, host: str, port: int, serve: Serve, *, limit: int = 1 << 20,
-                 limits: Limits | None = None, sockets: list[socket.socket] | None = None):
+                 limits: Limits | None = None, sockets: list[socket.socket] | None = None,
+                 ssl: "ssl_mod.SSLContext | None" = None, transport: str = "tcp"):
         """``limits``: see the module doc (None: every limit off). ``sockets``: already
         bound by :func:`bind` (the listener owns them from now on; :meth:`start` listens
-        on them); None: :meth:`start` binds ``host:port`` itself."""
+        on them); None: :meth:`start` binds ``host:port`` itself. ``ssl``: serve TLS (the
+        handshake must finish within ``frame_receive_timeout_s``, else 60 s; a failed one
+        closes that connection before ``serve`` sees it). ``transport``: what the listener
+        serves, for logs and per-transport connection counts ("tcp", "tls-tcp",
+        "websocket", "wss", "kafka", "kafka-ssl"...)."""
         self.name = name
+        self.transport = transport
+        self._ssl = ssl
         self.host = host
         self.port = port
         self._serve = serve
@@ -254,22 +262,28 @@ class Listener:
 
     @property
     def connection_count(self) -> int:
+        """Connections open now (for a per-transport gauge: label it with ``transport``)."""
         return len(self._tasks)
 
     async def start(self) -> None:
+        tls = {}
+        if self._ssl is not None:
+            tls = {"ssl": self._ssl, "ssl_handshake_timeout": self.limits.frame_receive_timeout_s or 60.0}
         if self._sockets is None:
             self._server = await asyncio.start_server(
-                self._on_connect, self.host, self.port, limit=self._limit, reuse_address=True, backlog=1024
+                self._on_connect, self.host, self.port, limit=self._limit, reuse_address=True, backlog=1024, **tls
             )
         else:
             servers = [
-                await asyncio.start_server(self._on_connect, sock=s, limit=self._limit, backlog=1024) for s in self._sockets
+                await asyncio.start_server(self._on_connect, sock=s, limit=self._limit, backlog=1024, **tls)
+                for s in self._sockets
             ]
             self._server, self._more_servers = servers[0], servers[1:]
         interval = self.limits.sweep_interval_s()
         if interval:
             self._sweeper = asyncio.create_task(self._sweep(interval))
-        log.info("listening", extra={"kv": {"listener": self.name, "address": format_address(self.host, self.bound_port)}})
+        log.info("listening", extra={"kv": {"listener": self.name, "transport": self.transport,
+                                            "address": format_address(self.host, self.bound_port)}})
 
     def _refuse(self, writer: asyncio.StreamWriter, peer: str) -> None:
         writer.transport.abort()

@@ -68,15 +68,20 @@ class IggyFrontend:
         self._hashing = asyncio.Semaphore(2)  # concurrent Argon2id verifications
         self.clients = ClientTable(config.session_reply_cache)
         self.data_dir = data_dir
+        # transport -> bound port, for GET_CLUSTER_METADATA (the app fills it once its listeners listen)
+        self.node_ports: dict[str, int] = {}
+
+    def session(self, peer: str, transport: str) -> "IggySession":
+        """A new connection's session (``transport``: "tcp", "quic" or "websocket"; TLS is
+        still "tcp" as Iggy reports it). The caller must :meth:`IggySession.close` it."""
+        return IggySession(self, peer, transport)
 
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, conn: Connection) -> None:
-        client = self.broker.connect_client(conn.peer, "tcp")
-        ctx = Context(self.broker, client, self)
-        cs = _ConnState()
-        max_size = self.config.max_frame_size
+        """One TCP (or TLS-over-TCP) connection: a byte stream of whole frames."""
+        session = self.session(conn.peer, "tcp")
 
         def evict_stale() -> None:  # the listener's idle timeout (or the heartbeat allowance) ran out
-            writer.write(self._evict(cs, cs.client or 0, Event.STALE))
+            writer.write(session.evict_stale())
 
         conn.on_idle = evict_stale
         try:
@@ -85,31 +90,21 @@ class IggyFrontend:
                     head = await conn.receive(reader, _HEADER)
                 except asyncio.CancelledError:
                     return  # shutdown while idle between requests: nothing is lost, just close
+                refusal = session.check_head(head)
+                if refusal is not None:  # refused before a single body byte is read or buffered
+                    writer.write(refusal)
+                    await conn.drain(writer)
+                    return
                 size = _SIZE.unpack_from(head, framing.SIZE_OFFSET)[0]
-                # before login only small frames (login, ping) are read: an unauthenticated
-                # connection can make the server buffer at most PRE_LOGIN_MAX_FRAME_SIZE bytes
-                limit = max_size if cs.state is State.AUTHENTICATED else min(max_size, PRE_LOGIN_MAX_FRAME_SIZE)
-                if size < _HEADER or size > limit:
-                    # refused before a single body byte is read or buffered
-                    log.info("frame size refused", extra={"kv": {"peer": conn.peer, "size": size}})
-                    writer.write(self._evict(cs, _client_of(head), Event.FRAME_SIZE))
-                    await conn.drain(writer)
-                    return
-                if head[framing.COMMAND_OFFSET] != HeaderCommand.REQUEST:
-                    writer.write(self._evict(cs, _client_of(head), Event.FRAME_COMMAND))
-                    await conn.drain(writer)
-                    return
                 body = await reader.readexactly(size - _HEADER) if size > _HEADER else b""
                 conn.handling()
-                out = await self._handle(ctx, cs, head, body)
+                out = await session.handle(head, body)
                 await conn.reply(writer, out)
-                if cs.state is State.CLOSED:  # evicted: the Eviction frame leaves, then the connection closes
+                if session.closed:  # evicted: the Eviction frame leaves, then the connection closes
                     await conn.drain(writer)
                     return
         finally:
-            if cs.client is not None and cs.epoch is not None:
-                self.clients.forget(cs.client, cs.epoch)
-            self.broker.disconnect_client(client.id)
+            session.close()
 
     # ------------------------------------------------------------------ one request
     def _evict(self, cs: "_ConnState", client: int, event: Event, window: tuple[int, int] = (0, 0)) -> bytes:
@@ -277,6 +272,71 @@ class IggyFrontend:
                 return users.authenticate_token(as_token.token, self.broker.clock())
             except (core_errors.InvalidToken, core_errors.TokenExpired):
                 raise refused from None
+
+
+class IggySession:
+    """One connection's Iggy session, independent of how its bytes travel (sans-I/O for
+    framing: TCP, TLS, QUIC streams and WebSocket messages all feed it whole frames).
+
+    Contract: :meth:`check_head` on each 256-byte request header before its body is read
+    (an Eviction frame to send, then close, or None); :meth:`handle` on the whole frame
+    (the reply: bytes or a list of buffers; after it, :attr:`closed` says whether it
+    was an Eviction and the connection must close); :meth:`close` once, when the
+    connection ends (forgets the client's session, drops its group memberships).
+    """
+
+    __slots__ = ("frontend", "ctx", "cs", "peer")
+
+    def __init__(self, frontend: "IggyFrontend", peer: str, transport: str):
+        self.frontend = frontend
+        self.peer = peer
+        client = frontend.broker.connect_client(peer, transport)
+        self.ctx = Context(frontend.broker, client, frontend)
+        self.cs = _ConnState()
+
+    @property
+    def closed(self) -> bool:
+        return self.cs.state is State.CLOSED
+
+    @property
+    def authenticated(self) -> bool:
+        return self.cs.state is State.AUTHENTICATED
+
+    def max_frame_size(self) -> int:
+        """The largest request frame accepted now (bytes, header included): before login
+        only small frames (login, ping), so an unauthenticated connection can make the
+        server buffer at most PRE_LOGIN_MAX_FRAME_SIZE bytes."""
+        max_size = self.frontend.config.max_frame_size
+        return max_size if self.authenticated else min(max_size, PRE_LOGIN_MAX_FRAME_SIZE)
+
+    def check_head(self, head: bytes) -> bytes | None:
+        """The Eviction frame refusing ``head`` (``size`` under 256 or over
+        :meth:`max_frame_size`: reason 6; ``command`` byte not 5: reason 5), or None."""
+        size = _SIZE.unpack_from(head, framing.SIZE_OFFSET)[0]
+        if size < _HEADER or size > self.max_frame_size():
+            log.info("frame size refused", extra={"kv": {"peer": self.peer, "size": size}})
+            return self.frontend._evict(self.cs, _client_of(head), Event.FRAME_SIZE)
+        if head[framing.COMMAND_OFFSET] != HeaderCommand.REQUEST:
+            return self.frontend._evict(self.cs, _client_of(head), Event.FRAME_COMMAND)
+        return None
+
+    async def handle(self, head: bytes, body: bytes):
+        """The reply to one whole request frame (``head``: its 256-byte header)."""
+        return await self.frontend._handle(self.ctx, self.cs, head, body)
+
+    def evict_frame_size(self, head: bytes) -> bytes:
+        """The Eviction frame (reason 6) for a frame whose bytes do not match its ``size``."""
+        return self.frontend._evict(self.cs, _client_of(head), Event.FRAME_SIZE)
+
+    def evict_stale(self) -> bytes:
+        """The Eviction frame (reason 13 StaleClient) for a connection silent too long."""
+        return self.frontend._evict(self.cs, self.cs.client or 0, Event.STALE)
+
+    def close(self) -> None:
+        cs = self.cs
+        if cs.client is not None and cs.epoch is not None:
+            self.frontend.clients.forget(cs.client, cs.epoch)
+        self.frontend.broker.disconnect_client(self.ctx.client.id)
 
 
 class _ConnState:

@@ -34,7 +34,8 @@ from .segment import fsync_dir
 LOCK_NAME = ".lock"
 # what a data directory holds at its top level (the engine's folders and the lock);
 # ``empty`` (``--fresh``) refuses a directory holding anything else
-DATA_DIR_ENTRIES = frozenset({LOCK_NAME, "streams", "metadata", "trash"})
+# "certs": the self-signed TLS pair (frontends/tls.py), made again after --fresh
+DATA_DIR_ENTRIES = frozenset({LOCK_NAME, "streams", "metadata", "trash", "certs"})
 
 
 class DataDirLocked(StorageError):

@@ -20,7 +20,8 @@ from ....core.broker import Client
 from ..registry import Context, iggy_command
 from ._common import require
 
-TRANSPORT_TCP = 1
+# the ``transport`` byte of a client's details (Iggy's TransportProtocol): TLS on TCP is still tcp
+TRANSPORTS = {"tcp": 1, "quic": 2, "http": 3, "websocket": 4}
 
 
 @iggy_command(Command.PING)
@@ -101,8 +102,10 @@ def get_snapshot(ctx: Context, req: w.GetSnapshot) -> bytes:
 @iggy_command(Command.GET_CLUSTER_METADATA)
 def get_cluster_metadata(ctx: Context, req: w.GetClusterMetadata) -> bytes:
     host, port = parse_address(ctx.frontend.config.address)
+    ports = ctx.frontend.node_ports  # the bound port of each transport serving (0: not served)
     node = w.ClusterNode(
-        name="headwater-0", ip=host, tcp_port=port, quic_port=0, http_port=0, websocket_port=0, role=0, status=0
+        name="headwater-0", ip=host, tcp_port=ports.get("tcp", port), quic_port=ports.get("quic", 0),
+        http_port=ports.get("http", 0), websocket_port=ports.get("websocket", 0), role=0, status=0,
     )
     return w.encode_cluster_metadata(w.ClusterMetadata(name="headwater", nodes=(node,)))
 
@@ -120,7 +123,7 @@ def _client_details(ctx: Context, c: Client) -> w.ClientDetails:
     return w.ClientDetails(
         client_id=c.id,
         user_id=w.NO_USER_ID if c.user_id is None else c.user_id,
-        transport=TRANSPORT_TCP,
+        transport=TRANSPORTS.get(c.transport, 1),
         address=c.address,
         consumer_groups=tuple(w.ClientGroupRef(s, t, g) for s, t, g in sorted(c.groups)),
     )
@@ -144,7 +147,7 @@ def get_clients(ctx: Context, req: w.GetClients) -> bytes:
     return w.encode_clients(
         [
             w.ClientInfo(
-                c.id, w.NO_USER_ID if c.user_id is None else c.user_id, TRANSPORT_TCP, c.address, len(c.groups)
+                c.id, w.NO_USER_ID if c.user_id is None else c.user_id, TRANSPORTS.get(c.transport, 1), c.address, len(c.groups)
             )
             for c in sorted(ctx.broker.clients.values(), key=lambda c: c.id)
         ]
