@@ -39,6 +39,7 @@ from .metadata import JOURNAL_MAGIC, SNAPSHOT_MAGIC, CorruptMetadata, check_head
 from .segment import INDEX_SUFFIX, LOG_SUFFIX, MIN_BATCH_SIZE, ChunkReader, parse_segment_name, unpack_header
 
 _CHUNK = 1 << 20
+_MAX_BATCH_GUESS = 128 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +100,10 @@ def walk_log(path: str, progress: Callable[[int], None] | None = None) -> Iterat
             if len(head) >= 40 and not any(head[32:40]):
                 if progress:
                     progress(size - position)
+                nonzero = _first_nonzero(reader, position, size)
+                if nonzero is not None:  # not a preallocated tail: a damaged batch_length, or data after it
+                    yield BatchAt(position, 0, 0, 0, 0, None,
+                                  f"batch_length is zero but byte {nonzero} is not", position + 32)
                 return  # zeros: never written
             if len(head) < BATCH_HEADER_SIZE:
                 yield BatchAt(position, 0, 0, 0, 0, None, "partial batch header", position, torn=True)
@@ -109,16 +114,27 @@ def walk_log(path: str, progress: Callable[[int], None] | None = None) -> Iterat
                               f"impossible batch_length {length} / message_count {count}", position + 32)
                 return
             if position + length > size:
-                yield BatchAt(position, base_offset, base_ts, length, count, None,
-                              f"batch_length {length} runs past the end of the file ({size} bytes)",
-                              position + 32, torn=True)
+                implied = _true_length(reader, position, size)
+                if implied is not None:
+                    yield BatchAt(position, base_offset, base_ts, length, count, None,
+                                  f"batch_length {length} is damaged: the batch is whole at {implied} bytes",
+                                  position + 32)
+                else:
+                    yield BatchAt(position, base_offset, base_ts, length, count, None,
+                                  f"batch_length {length} runs past the end of the file ({size} bytes)",
+                                  position + 32, torn=True)
                 return
             view = reader.view(position, length)
             try:
                 codec_batch.verify(view)
             except CodecError as exc:
-                at = position + (getattr(exc, "offset", None) or 0)
-                yield BatchAt(position, base_offset, base_ts, length, count, None, str(exc), at)
+                implied = _true_length(reader, position, size)
+                if implied is not None and implied != length:
+                    problem, at = (f"batch_length {length} is damaged: the batch is whole at {implied} bytes",
+                                   position + 32)
+                else:
+                    problem, at = str(exc), position + (exc.offset or 0)
+                yield BatchAt(position, base_offset, base_ts, length, count, None, problem, at)
                 return
             yield BatchAt(position, base_offset, base_ts, length, count, view)
             if progress:
@@ -126,6 +142,39 @@ def walk_log(path: str, progress: Callable[[int], None] | None = None) -> Iterat
             position += length
     finally:
         os.close(fd)
+
+
+def _first_nonzero(reader: ChunkReader, position: int, size: int) -> int | None:
+    """The position of the first nonzero byte in ``[position, size)``, or None."""
+    while position < size:
+        chunk = bytes(reader.view(position, min(_CHUNK, size - position)))
+        stripped = chunk.lstrip(b"\x00")
+        if stripped:
+            return position + len(chunk) - len(stripped)
+        position += len(chunk)
+    return None
+
+
+def _true_length(reader: ChunkReader, position: int, size: int) -> int | None:
+    """The length the batch at ``position`` verifies with when its stored ``batch_length``
+    (which the batch checksum covers) is replaced by the one its frames imply, or None.
+
+    A batch that verifies that way is whole: only its length field was damaged (not a
+    torn write, and not damage further in). Reads at most 128 MiB.
+    """
+    rest = min(size - position, _MAX_BATCH_GUESS)
+    if rest < MIN_BATCH_SIZE:
+        return None
+    candidate = bytearray(reader.view(position, rest))
+    candidate[32:40] = rest.to_bytes(8, "little")
+    try:
+        implied = codec_batch.frame_positions(candidate)[-1]
+        del candidate[implied:]
+        candidate[32:40] = implied.to_bytes(8, "little")
+        codec_batch.verify(candidate)
+    except CodecError:
+        return None
+    return implied
 
 
 def partition_dirs(data_dir: str) -> Iterator[tuple[int, int, int, str]]:
