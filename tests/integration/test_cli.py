@@ -227,13 +227,14 @@ def _topic(hw, partitions: int = 1) -> str:
 def test_send_and_poll_with_headers_keys_and_formats(hw):
     stream = _topic(hw, partitions=3)
     sent = hw.json("message", "send", stream, "t", "--partition", 2, "hello", '{"a": 1}', "--header", "k=v",
-                   "-H", "n=2")
+                   "-H", "n=2", "-H", "count:uint32:7", "-H", "ok:bool:true", "-H", "ratio:float64:0.5")
     assert sent["messages_count"] == 2 and sent["confirmations"][0]["partition_id"] == 2
     hw("message", "send", stream, "t", "-p", 2, input="line one\nline two\n")
     msgs = hw.lines("message", "poll", stream, "t", "--partition", 2, "--count", 10)
     assert [m["offset"] for m in msgs] == [0, 1, 2, 3]
     assert [m["payload"] for m in msgs] == ["hello", '{"a": 1}', "line one", "line two"]
-    assert msgs[0]["headers"] == {"k": "v", "n": "2"} and msgs[2]["headers"] == {}
+    assert msgs[0]["headers"] == {"k": "v", "n": "2", "count": 7, "ok": True, "ratio": 0.5}
+    assert msgs[2]["headers"] == {}
     assert set(msgs[0]) == {"partition_id", "offset", "timestamp", "origin_timestamp", "id", "checksum",
                             "payload", "headers", "kafka_key"}
     as_json = hw.lines("message", "poll", stream, "t", "-p", 2, "--offset", 1, "--count", 1, "--format", "json")
@@ -241,7 +242,10 @@ def test_send_and_poll_with_headers_keys_and_formats(hw):
     as_hex = hw.lines("message", "poll", stream, "t", "-p", 2, "--last", "--count", 1, "--format", "hex")
     assert as_hex[0]["payload"] == b"line two".hex()
     text = hw("message", "poll", stream, "t", "-p", 2, "--count", 1).stdout
-    assert text.startswith("offset=0 ") and 'headers={"k": "v", "n": "2"} hello' in text
+    assert text.startswith("offset=0 ") and 'headers={"k": "v", "n": "2", "count": 7, "ok": true, "ratio": 0.5} hello' \
+        in text
+    hw("message", "send", stream, "t", "x", "-H", "n:uint8:300", code=2)
+    hw("message", "send", stream, "t", "x", "-H", "n:nokind:1", code=2)
     # the same key always lands in the same partition
     parts = {hw.json("message", "send", stream, "t", "--key", "user-7", "x")["confirmations"][0]["partition_id"]
              for _ in range(3)}

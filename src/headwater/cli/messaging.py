@@ -8,7 +8,8 @@ import time
 import click
 
 from ..codec import batch as batch_codec
-from ..codec.headers import encode_headers
+from ..codec.errors import CodecError
+from ..codec.headers import Kind, encode_user_headers, header
 from ..codec.iggy.codes import ConsumerKind, PollingKind
 from ..codec.iggy.commands import messages as wm
 from ..codec.iggy.commands import system as wsys
@@ -24,14 +25,49 @@ def message() -> None:
     """Messages: send, poll, flush."""
 
 
+def _header_value(kind_name: str, text: str):
+    """``(kind, python value)`` of a typed header given as text (Iggy CLI's ``key:kind:value``)."""
+    try:
+        kind = Kind[kind_name.upper()]
+    except KeyError:
+        raise click.BadParameter(f"unknown header kind {kind_name!r}; one of "
+                                 f"{', '.join(k.name.lower() for k in Kind)}", param_hint="--header") from None
+    try:
+        if kind == Kind.BOOL:
+            if text.lower() not in ("true", "false"):
+                raise ValueError(text)
+            return kind, text.lower() == "true"
+        if kind in (Kind.FLOAT32, Kind.FLOAT64):
+            return kind, float(text)
+        if kind in (Kind.STRING,):
+            return kind, text
+        if kind == Kind.RAW:
+            return kind, text.encode("utf-8")
+        return kind, int(text, 0)
+    except ValueError:
+        raise click.BadParameter(f"{text!r} is not a {kind.name.lower()}", param_hint="--header") from None
+
+
 def _headers(pairs: tuple[str, ...]) -> bytes:
-    out = {}
+    """``KEY=VALUE`` (a String header) or ``KEY:KIND:VALUE`` (typed, as Iggy's CLI) -> a headers block."""
+    entries = []
     for pair in pairs:
         key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise click.BadParameter(f"expected KEY=VALUE, got {pair!r}", param_hint="--header")
-        out[key] = value
-    return encode_headers(out) if out else b""
+        if sep and key and ":" not in key:
+            entries.append(header(key, value))
+            continue
+        parts = pair.split(":", 2)
+        if len(parts) != 3 or not parts[0]:
+            raise click.BadParameter(f"expected KEY=VALUE or KEY:KIND:VALUE, got {pair!r}", param_hint="--header")
+        kind, typed = _header_value(parts[1], parts[2])
+        try:
+            entries.append(header(parts[0], typed, kind))
+        except CodecError as e:
+            raise click.BadParameter(str(e), param_hint="--header") from None
+    try:
+        return encode_user_headers(entries) if entries else b""
+    except CodecError as e:
+        raise click.BadParameter(str(e), param_hint="--header") from None
 
 
 @client_command(message, "send")
@@ -40,7 +76,8 @@ def _headers(pairs: tuple[str, ...]) -> bytes:
 @click.argument("messages", nargs=-1)
 @click.option("--partition", "-p", "partition_id", type=click.IntRange(0), help="Send to this partition.")
 @click.option("--key", "-k", "messages_key", help="Pick the partition by this key (messages key partitioning).")
-@click.option("--header", "-H", "headers", multiple=True, metavar="KEY=VALUE", help="A String header (repeatable).")
+@click.option("--header", "-H", "headers", multiple=True, metavar="KEY=VALUE|KEY:KIND:VALUE",
+              help="A header (repeatable): KEY=VALUE is a String; KEY:KIND:VALUE any kind (uint32, bool, raw...).")
 def message_send(client, out, stream_id, topic_id, messages, partition_id, messages_key, headers):
     """Send MESSAGES (or, when none are given, one message per line of standard input) in one batch.
 
