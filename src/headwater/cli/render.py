@@ -85,6 +85,21 @@ def time_us(value: int) -> str:
         return str(value)
 
 
+def duration_us(value: int) -> str:
+    """A duration in microseconds as ``7d``, ``1h30m``, ``45s`` (``never`` for 0 and u64::MAX)."""
+    if value in (0, (1 << 64) - 1):
+        return "never"
+    seconds, rest = divmod(value, 1_000_000)
+    if rest or not seconds:
+        return f"{value} µs"
+    parts = []
+    for unit, length in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        count, seconds = divmod(seconds, length)
+        if count:
+            parts.append(f"{count}{unit}")
+    return "".join(parts)
+
+
 def size(value: int) -> str:
     """Bytes in the largest binary unit that keeps a number >= 1."""
     n = float(value)

@@ -37,7 +37,7 @@ _TOPIC_COLUMNS = [
      else len(t.partitions)),
     ("size", lambda t: render.size(t.size_bytes)),
     ("messages", lambda t: t.messages_count),
-    ("message expiry", lambda t: "never" if t.message_expiry in (0, (1 << 64) - 1) else f"{t.message_expiry} µs"),
+    ("message expiry", lambda t: render.duration_us(t.message_expiry)),
     ("compression", lambda t: {1: "none", 2: "gzip"}.get(t.compression_algorithm, t.compression_algorithm)),
 ]
 _PARTITION_COLUMNS = [
