@@ -93,6 +93,9 @@ def test_verify_walks_everything_and_reports_ok(data):
     assert report["segments"] == segments and report["indexes"] == segments and report["batches"] == 5
     assert report["messages"] == 3 * 9 + 2 + 1 and report["metadata_files"] >= 2
     assert report["findings"] == []
+    files = [*data.glob("metadata/*.journal"), *data.glob("metadata/*.snapshot"),
+             *data.glob("streams/*/topics/*/partitions/*/*.log"), *data.glob("streams/*/topics/*/partitions/*/*.index")]
+    assert report["bytes"] == sum(f.stat().st_size for f in files)
     text = hw("verify", data).stdout
     assert text.rstrip().endswith("ok") and f"{segments} segments" in text
 

@@ -83,6 +83,8 @@ class Obj:
         if not login:
             return client
         try:
+            if target.username and target.password is None and sys.stdin.isatty():
+                target.password = click.prompt("Password", hide_input=True)
             if target.username is not None or target.password is not None:
                 if not target.username or not target.password:
                     client.close()

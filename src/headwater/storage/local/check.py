@@ -205,12 +205,11 @@ def segment_starts(partition_dir: str) -> list[int]:
 def files_size(data_dir: str) -> int:
     """Bytes :func:`check_data_dir` will read (for a progress total)."""
     total = 0
-    for root, _dirs, names in os.walk(data_dir):
-        if os.path.basename(root) == "trash":
-            continue
-        for n in names:
-            if n.endswith((LOG_SUFFIX, INDEX_SUFFIX, ".journal", ".snapshot")):
-                total += os.path.getsize(os.path.join(root, n))
+    for top in ("metadata", "streams"):
+        for root, _dirs, names in os.walk(os.path.join(data_dir, top)):
+            for n in names:
+                if n.endswith((LOG_SUFFIX, INDEX_SUFFIX, ".journal", ".snapshot")):
+                    total += os.path.getsize(os.path.join(root, n))
     return total
 
 
