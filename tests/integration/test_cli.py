@@ -319,6 +319,16 @@ def test_consumer_groups_and_offsets(hw):
                       "--count", 2)
     assert [m["offset"] for m in polled] == [0, 1]
     assert hw.json("consumer-offset", "get", "c2", stream, "t", 1)["stored_offset"] == 1
+    # a group poll joins the group for the poll: its offsets then move with --auto-commit
+    hw("message", "send", stream, "t", "-p", 0, "p0")
+    polled = hw.lines("message", "poll", stream, "t", "--consumer", "g1", "--consumer-group", "--next",
+                      "--auto-commit", "--count", 10)
+    assert polled and {m["partition_id"] for m in polled} <= {0, 1}
+    (first,) = {m["partition_id"] for m in polled}
+    stored = hw.json("consumer-offset", "get", "g1", stream, "t", first, "-k", "consumer-group")
+    assert stored["stored_offset"] == polled[-1]["offset"]
+    assert hw.json("consumer-group", "get", stream, "t", "g1")["members"] == []  # it left again
+    hw("message", "poll", stream, "t", "--consumer", "g1", "--consumer-group", "--follow", code=2)
     hw("consumer-group", "delete", stream, "t", "g1")
     hw("consumer-group", "get", stream, "t", "g1", code=1)
 

@@ -11,6 +11,7 @@ from ..codec import batch as batch_codec
 from ..codec.errors import CodecError
 from ..codec.headers import Kind, encode_user_headers, header
 from ..codec.iggy.codes import ConsumerKind, PollingKind
+from ..codec.iggy.commands import groups as wg
 from ..codec.iggy.commands import messages as wm
 from ..codec.iggy.commands import system as wsys
 from ..codec.iggy.primitives import Consumer, Partitioning, PollingStrategy
@@ -126,7 +127,8 @@ def _strategy(offset, timestamp, first, last, next_) -> PollingStrategy:
 @client_command(message, "poll")
 @click.argument("stream_id", type=ID)
 @click.argument("topic_id", type=ID)
-@click.option("--partition", "-p", "partition_id", type=click.IntRange(0), default=0, show_default=True)
+@click.option("--partition", "-p", "partition_id", type=click.IntRange(0),
+              help="The partition (default 0; with --consumer-group, the ones the group assigns).")
 @click.option("--offset", type=click.IntRange(0), help="Start at this offset.")
 @click.option("--timestamp", type=click.IntRange(0), help="Start at this time (µs since the epoch).")
 @click.option("--first", is_flag=True, help="Start at the first message (the default).")
@@ -135,19 +137,27 @@ def _strategy(offset, timestamp, first, last, next_) -> PollingStrategy:
 @click.option("--count", "-c", type=click.IntRange(1), default=10, show_default=True,
               help="Messages per poll.")
 @click.option("--consumer", "consumer_id", type=ID, default="headwater-cli", show_default=True)
-@click.option("--consumer-group", "group", is_flag=True, help="--consumer names a consumer group.")
+@click.option("--consumer-group", "group", is_flag=True,
+              help="--consumer names a consumer group: join it for the poll (and leave after).")
 @click.option("--auto-commit", is_flag=True, help="Store the consumer offset with each poll.")
 @click.option("--follow", "-f", is_flag=True, help="Keep polling for new messages until interrupted.")
 @click.option("--format", "fmt", type=click.Choice(messages_view.FORMATS), default="text", show_default=True,
               help="How payloads are shown.")
 def message_poll(client, out, stream_id, topic_id, partition_id, offset, timestamp, first, last, next_, count,
                  consumer_id, group, auto_commit, follow, fmt):
-    """Poll messages of one partition; --follow streams new ones as they arrive (Ctrl-C stops).
+    """Poll messages of one partition (or, with --consumer-group, of the partitions the group
+    assigns); --follow streams new ones as they arrive (Ctrl-C stops).
 
     Each message is a line: offset, time, Kafka key, headers, payload; with
     --output json one JSON object per line."""
     strategy = _strategy(offset, timestamp, first, last, next_)
     consumer = Consumer(ConsumerKind.CONSUMER_GROUP if group else ConsumerKind.CONSUMER, consumer_id)
+    if group:
+        if follow and not (next_ and auto_commit):
+            raise click.UsageError("--follow with --consumer-group needs --next --auto-commit")
+        client.call(wg.JoinConsumerGroup(stream_id, topic_id, consumer_id))
+    elif partition_id is None:
+        partition_id = 0
     client.settimeout(None if follow else 30)
     try:
         while True:
@@ -160,15 +170,18 @@ def message_poll(client, out, stream_id, topic_id, partition_id, offset, timesta
                 last_offset = m["offset"]
             sys.stdout.flush()
             if not follow:
-                return
-            if last_offset is not None:
+                break
+            if group:  # --next --auto-commit: the group's stored offsets move on
+                if last_offset is None:
+                    time.sleep(_FOLLOW_INTERVAL_S)
+            elif last_offset is not None:
                 strategy = PollingStrategy(PollingKind.OFFSET, last_offset + 1)
-            elif strategy.kind in (PollingKind.FIRST, PollingKind.LAST):
-                strategy = PollingStrategy(PollingKind.OFFSET, 0)
             else:
                 time.sleep(_FOLLOW_INTERVAL_S)
     except KeyboardInterrupt:
         return
+    if group:
+        client.call(wg.LeaveConsumerGroup(stream_id, topic_id, consumer_id))
 
 
 @client_command(message, "flush")
