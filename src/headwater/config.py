@@ -50,8 +50,16 @@ from .core.broker import MAX_PARTITIONS
 from .core.catalog import validate_name
 
 
-NOT_CONFIG_VARIABLES = frozenset({"HEADWATER_NO_EXTENSIONS"})
-"""``HEADWATER_*`` environment variables that are not settings (see ``headwater._native``)."""
+NOT_CONFIG_VARIABLES = frozenset({
+    "HEADWATER_NO_EXTENSIONS",
+    # the client commands' connection and credentials (``headwater.cli.contexts``)
+    "HEADWATER_SERVER",
+    "HEADWATER_USERNAME",
+    "HEADWATER_PASSWORD",
+    "HEADWATER_TOKEN",
+})
+"""``HEADWATER_*`` environment variables that are not settings (see ``headwater._native`` and
+``headwater.cli.contexts``): ``serve`` ignores them."""
 
 
 class ConfigError(ValueError):

@@ -104,6 +104,14 @@ def test_bad_values_name_the_variable(env, problem):
     assert e.option == next(iter(env)) and e.problem == problem
 
 
+def test_the_client_commands_variables_are_not_server_settings():
+    """``headwater stream list`` and friends read these; ``serve`` in the same shell must not refuse them."""
+    env = {"HEADWATER_SERVER": "10.0.0.1:8090", "HEADWATER_USERNAME": "alice", "HEADWATER_PASSWORD": "secret",
+           "HEADWATER_TOKEN": "abc"}
+    assert load(env=env) == load(env={})
+    assert refused(env={**env, "HEADWATER_SERVERS": "x"}).problem == "unknown environment variable"
+
+
 def test_toml_types_are_checked_too(tmp_path):
     f = tmp_path / "hw.toml"
     f.write_text("[tcp]\nenabled = 3\n")

@@ -71,3 +71,7 @@ def inspect_command(source, kind, api_key, api_version, command, explain_error, 
             click.echo(f"checksum mismatch: {n.name} at byte {n.offset} (0x{n.offset:04x}): {n.check}", err=True)
     if bad:
         sys.exit(EXIT_DAMAGED)
+
+
+COMMANDS = (inspect_command,)
+"""What :mod:`.main` adds to the ``headwater`` group."""

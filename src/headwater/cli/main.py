@@ -1,4 +1,5 @@
-"""``headwater`` command line: ``headwater serve`` starts the server."""
+"""``headwater`` command line: ``serve`` starts the server; the other commands are its clients
+(Iggy binary protocol over TCP, :mod:`headwater.client`) and offline tools on a data directory."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import click
 from .. import __version__, app, logs
 from ..config import ConfigError, load
 from ..storage.api import StorageError
+from . import identity, inspect_cmd, messaging, offline, render, resources
+from .common import EXIT_CODES_HELP, Obj
 
 
 def _print_version(ctx: click.Context, _param, value: bool) -> None:
@@ -21,11 +24,34 @@ def _print_version(ctx: click.Context, _param, value: bool) -> None:
     ctx.exit()
 
 
-@click.group()
+_EPILOG = f"""{EXIT_CODES_HELP}
+
+\b
+Shell completion (bash; zsh_source and fish_source for zsh and fish):
+  eval "$(_HEADWATER_COMPLETE=bash_source headwater)"
+"""
+
+
+@click.group(epilog=_EPILOG)
 @click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
               help="Show the version and which hot-loop implementation is active, then exit.")
-def main() -> None:
-    """Headwater: a message-streaming server speaking Iggy's binary protocol and Kafka's."""
+@click.option("--server", metavar="HOST:PORT",
+              help="Iggy TCP address of the server (env HEADWATER_SERVER; default 127.0.0.1:8090).")
+@click.option("--username", "-u", help="Log in as this user (env HEADWATER_USERNAME).")
+@click.option("--password", "-p", help="Password for --username (env HEADWATER_PASSWORD).")
+@click.option("--token", "-t", help="Log in with this personal access token (env HEADWATER_TOKEN).")
+@click.option("--context", "-c", "context_name", help="Use this saved context (default: the current one).")
+@click.option("--output", "-o", type=click.Choice(render.OUTPUTS), default="table", show_default=True,
+              help="Output format of every command (also accepted after the command).")
+@click.pass_context
+def main(ctx: click.Context, server, username, password, token, context_name, output) -> None:
+    """Headwater: a message-streaming server speaking Iggy's binary protocol and Kafka's.
+
+    `headwater serve` runs the server; `headwater NOUN VERB` talks to a running one
+    over the Iggy protocol (e.g. `headwater stream list`); `verify`, `dump` and
+    `admin` work on a stopped server's data directory.
+    """
+    ctx.obj = Obj(server, username, password, token, context_name, output)
 
 
 _FLAGS = {
@@ -85,9 +111,12 @@ def serve(config_path, data_dir, tcp_address, kafka_address, http_address, quic_
         _cannot_start(sources.get("system.data_dir", "system.data_dir"), str(e), 1)
 
 
-from .inspect_cmd import inspect_command  # noqa: E402  (a command of its own module)
-
-main.add_command(inspect_command)
+for _module in (resources, identity, messaging, offline, inspect_cmd):
+    for _group in getattr(_module, "GROUPS", ()):
+        main.add_command(_group)
+    for _command in getattr(_module, "COMMANDS", ()):
+        main.add_command(_command)
+del _module, _group, _command
 
 
 if __name__ == "__main__":

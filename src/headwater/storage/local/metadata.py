@@ -29,6 +29,7 @@ import json
 import os
 import struct
 import zlib
+from dataclasses import dataclass
 from typing import Any
 
 from headwater.storage.api import StorageError, StorageWriteError
@@ -94,6 +95,110 @@ def _write_atomically(directory: str, path: str, data: bytes) -> None:
         pass
 
 
+def check_header(data: bytes, magic: bytes, path: str) -> int:
+    """The generation in a file's 16-byte header; raises CorruptMetadata on a short file or bad magic."""
+    if len(data) < HEADER_SIZE:
+        raise CorruptMetadata(f"{path}: shorter than its {HEADER_SIZE}-byte header")
+    found, generation = _FILE_HEADER.unpack_from(data, 0)
+    if found != magic:
+        raise CorruptMetadata(f"{path}: bad magic {found!r} at byte 0")
+    return generation
+
+
+def read_records(data: bytes, path: str) -> tuple[list[dict[str, Any]], int, bool]:
+    """Decode the records after the header: (records, end of the last whole one, torn?).
+
+    A short or crc-failing record ending exactly at the end of ``data`` is a torn
+    tail (``torn``); a failing record with data after it raises CorruptMetadata
+    naming its byte position.
+    """
+    out = []
+    pos = HEADER_SIZE
+    size = len(data)
+    view = memoryview(data)
+    while pos < size:
+        if size - pos < _RECORD_HEADER.size:
+            return out, pos, True
+        length, crc = _RECORD_HEADER.unpack_from(data, pos)
+        end = pos + _RECORD_HEADER.size + length
+        if end > size:
+            return out, pos, True
+        payload = view[pos + _RECORD_HEADER.size : end]
+        if zlib.crc32(payload) != crc:
+            if end == size:
+                return out, pos, True
+            raise CorruptMetadata(f"{path}: record at byte {pos} fails its crc32")
+        try:
+            items = json.loads(bytes(payload))
+        except ValueError as exc:
+            raise CorruptMetadata(f"{path}: record at byte {pos} is not JSON: {exc}") from exc
+        if not isinstance(items, dict):
+            raise CorruptMetadata(f"{path}: record at byte {pos} is not a JSON object")
+        out.append(items)
+        pos = end
+    return out, pos, False
+
+
+@dataclass(slots=True)
+class Replayed:
+    """A store's state rebuilt from its files' bytes (see :func:`replay`)."""
+
+    state: dict[str, Any]
+    generation: int
+    snapshot_size: int
+    journal_end: int | None  # end of the journal's last whole record; None: start a new journal
+    torn: bool  # the journal ends in a torn record (cut at the next open)
+
+
+def replay(snapshot: bytes | None, journal: bytes | None, snapshot_path: str, journal_path: str) -> Replayed:
+    """Rebuild a store from the bytes of its snapshot and journal, changing nothing on disk.
+
+    Raises CorruptMetadata as :class:`LocalMetadataStore` does when it opens them.
+    """
+    state: dict[str, Any] = {}
+    generation = snapshot_size = 0
+    if snapshot is not None:
+        generation = check_header(snapshot, SNAPSHOT_MAGIC, snapshot_path)
+        records, end, torn = read_records(snapshot, snapshot_path)
+        if torn or len(records) != 1 or end != len(snapshot):
+            raise CorruptMetadata(f"{snapshot_path}: not exactly one whole record")
+        state = records[0]
+        snapshot_size = len(snapshot)
+    fresh = journal is None or len(journal) < HEADER_SIZE
+    if not fresh:
+        journal_generation = check_header(journal, JOURNAL_MAGIC, journal_path)
+        if journal_generation > generation:
+            raise CorruptMetadata(
+                f"{journal_path}: generation {journal_generation} is newer than the snapshot's {generation}"
+            )
+        fresh = journal_generation < generation  # already folded into the snapshot
+    if fresh:
+        return Replayed(state, generation, snapshot_size, None, False)
+    records, end, torn = read_records(journal, journal_path)
+    for items in records:
+        _apply_items(state, items)
+    return Replayed(state, generation, snapshot_size, end, torn)
+
+
+def load_read_only(directory: str, name: str) -> dict[str, Any]:
+    """The current map of the store ``name`` in ``directory``, read without changing a file
+    (offline tools). Raises CorruptMetadata."""
+    return replay(
+        _read_file(os.path.join(directory, name + ".snapshot")),
+        _read_file(os.path.join(directory, name + ".journal")),
+        os.path.join(directory, name + ".snapshot"),
+        os.path.join(directory, name + ".journal"),
+    ).state
+
+
+def _apply_items(state: dict[str, Any], items: dict[str, Any]) -> None:
+    for key, value in items.items():
+        if value is None:
+            state.pop(key, None)
+        else:
+            state[key] = value
+
+
 class LocalMetadataStore:
     """The local :class:`~headwater.storage.api.MetadataStore` (see module doc)."""
 
@@ -126,79 +231,23 @@ class LocalMetadataStore:
 
     def _load(self) -> None:
         snapshot = _read_file(self.snapshot_path)
-        if snapshot is not None:
-            self._generation = self._check_header(snapshot, SNAPSHOT_MAGIC, self.snapshot_path)
-            records, end, torn = self._records(snapshot, self.snapshot_path)
-            if torn or len(records) != 1 or end != len(snapshot):
-                raise CorruptMetadata(f"{self.snapshot_path}: not exactly one whole record")
-            self._state = records[0]
-            self._snapshot_size = len(snapshot)
         journal = _read_file(self.journal_path)
-        fresh = journal is None or len(journal) < HEADER_SIZE
-        if not fresh:
-            generation = self._check_header(journal, JOURNAL_MAGIC, self.journal_path)
-            if generation > self._generation:
-                raise CorruptMetadata(
-                    f"{self.journal_path}: generation {generation} is newer than the snapshot's "
-                    f"{self._generation}"
-                )
-            fresh = generation < self._generation  # already folded into the snapshot
-        if fresh:
+        replayed = replay(snapshot, journal, self.snapshot_path, self.journal_path)
+        self._state = replayed.state
+        self._generation = replayed.generation
+        self._snapshot_size = replayed.snapshot_size
+        if replayed.journal_end is None:
             self._new_journal()
             return
-        records, end, torn = self._records(journal, self.journal_path)
-        for items in records:
-            self._apply(items)
         self._fd = os.open(self.journal_path, os.O_RDWR)
-        if end < len(journal):
-            self.torn_bytes = len(journal) - end
-            os.ftruncate(self._fd, end)
+        if replayed.journal_end < len(journal):
+            self.torn_bytes = len(journal) - replayed.journal_end
+            os.ftruncate(self._fd, replayed.journal_end)
             os.fsync(self._fd)
-        self._journal_size = end
-
-    def _check_header(self, data: bytes, magic: bytes, path: str) -> int:
-        if len(data) < HEADER_SIZE:
-            raise CorruptMetadata(f"{path}: shorter than its {HEADER_SIZE}-byte header")
-        found, generation = _FILE_HEADER.unpack_from(data, 0)
-        if found != magic:
-            raise CorruptMetadata(f"{path}: bad magic {found!r}")
-        return generation
-
-    def _records(self, data: bytes, path: str) -> tuple[list[dict[str, Any]], int, bool]:
-        """Decode records after the header: (records, end of the last whole one, torn?)."""
-        out = []
-        pos = HEADER_SIZE
-        size = len(data)
-        view = memoryview(data)
-        while pos < size:
-            if size - pos < _RECORD_HEADER.size:
-                return out, pos, True
-            length, crc = _RECORD_HEADER.unpack_from(data, pos)
-            end = pos + _RECORD_HEADER.size + length
-            if end > size:
-                return out, pos, True
-            payload = view[pos + _RECORD_HEADER.size : end]
-            if zlib.crc32(payload) != crc:
-                if end == size:
-                    return out, pos, True
-                raise CorruptMetadata(f"{path}: record at byte {pos} fails its crc32")
-            try:
-                items = json.loads(bytes(payload))
-            except ValueError as exc:
-                raise CorruptMetadata(f"{path}: record at byte {pos} is not JSON: {exc}") from exc
-            if not isinstance(items, dict):
-                raise CorruptMetadata(f"{path}: record at byte {pos} is not a JSON object")
-            out.append(items)
-            pos = end
-        return out, pos, False
+        self._journal_size = replayed.journal_end
 
     def _apply(self, items: dict[str, Any]) -> None:
-        state = self._state
-        for key, value in items.items():
-            if value is None:
-                state.pop(key, None)
-            else:
-                state[key] = value
+        _apply_items(self._state, items)
 
     def _new_journal(self) -> None:
         """Replace the journal by an empty one of the current generation. On failure

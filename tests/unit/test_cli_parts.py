@@ -1,0 +1,65 @@
+"""The CLI's pure parts: value parsing and display helpers (no server needed)."""
+
+from __future__ import annotations
+
+import click
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from headwater.cli.identity import parse_expiry, permissions_of
+from headwater.cli.render import duration_us, jsonable
+from headwater.cli.resources import option_value, options_block
+from headwater.codec.headers import Kind, decode_options_block
+from headwater.codec.iggy.commands.streams import StreamInfo
+
+
+def test_durations_read_as_people_write_them():
+    assert [duration_us(v) for v in (0, 2**64 - 1, 7 * 86400 * 10**6, 5400 * 10**6, 1500)] == [
+        "never", "never", "7d", "1h30m", "1500 µs"]
+
+
+@given(st.integers(1, 10**6))
+def test_whole_seconds_round_trip_through_duration_text(seconds):
+    text = duration_us(seconds * 10**6)
+    total = 0
+    number = ""
+    for ch in text:
+        if ch.isdigit():
+            number += ch
+        else:
+            total += int(number) * {"d": 86400, "h": 3600, "m": 60, "s": 1}[ch]
+            number = ""
+    assert total == seconds
+
+
+def test_options_are_typed_from_their_text():
+    assert option_value("true") == (Kind.BOOL, b"\x01")
+    assert option_value("4096") == (Kind.UINT64, (4096).to_bytes(8, "little"))
+    assert option_value("1 GiB") == (Kind.STRING, b"1 GiB")
+    block = options_block(("segment_size=16 MiB",), compression_algorithm="gzip", max_topic_size=None)
+    assert decode_options_block(block) == {"segment_size": (Kind.STRING, b"16 MiB"),
+                                           "compression_algorithm": (Kind.STRING, b"gzip")}
+    with pytest.raises(click.BadParameter):
+        options_block(("novalue",))
+
+
+def test_json_output_decodes_options_and_strips_trailing_underscores():
+    info = StreamInfo(1, 2, 0, "s", options=options_block(("a=1", "b=x")))
+    assert jsonable(info)["options"] == {"a": 1, "b": "x"}
+    perms = permissions_of("m_str,read_streams", ("3:p_msg",))
+    plain = jsonable(perms)
+    assert plain["global"]["manage_streams"] and plain["global"]["read_streams"]
+    assert plain["streams"][0]["stream_id"] == 3 and plain["streams"][0]["poll_messages"]
+
+
+def test_permission_and_expiry_mistakes_are_usage_errors():
+    assert permissions_of(None, ()) is None
+    for bad in (("fly", ()), ("", ("x:p_msg",)), ("", ("1:fly",))):
+        with pytest.raises(click.BadParameter):
+            permissions_of(*bad)
+    assert parse_expiry(None) == 0 and parse_expiry("never") == 2**64 - 1
+    assert parse_expiry("15m") == 900 * 10**6 and parse_expiry("60") == 60 * 10**6
+    for bad in ("0", "soon", "5w"):
+        with pytest.raises(click.BadParameter):
+            parse_expiry(bad)
