@@ -114,7 +114,7 @@ def poll_messages(ctx: Context, req: w.PollMessages) -> list:
     batches, n = p.read(start, req.count, ctx.frontend.config.max_frame_size)
     current = max(p.high_watermark - 1, 0)
     if req.auto_commit and n:
-        ctx.broker.commit(p, kind, name, max(start, p.log_start_offset) + n)
+        ctx.broker.commit(p, kind, name, p.next_offset_after(batches, start))
     return [w.encode_poll_prefix(p.id, current, n), *batches]
 
 
