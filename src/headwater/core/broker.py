@@ -21,6 +21,7 @@ import xxhash
 
 from ..codec import batch as batch_codec
 from ..codec.errors import CodecError
+from ..codec.record_key import compaction_key
 from ..storage.api import CorruptSegment, StorageEngine, StorageError, StorageWriteError
 from . import errors
 from .catalog import Catalog, Stream, Topic, next_id, validate_name
@@ -527,6 +528,19 @@ class Broker:
                 for p in t.partitions.values():
                     deleted += p.log.apply_retention(now)
         return deleted
+
+    @staticmethod
+    def check_compaction_keys(batch: bytearray | memoryview) -> None:
+        """For a send to a compacted topic: every message needs a compaction key
+        (:mod:`headwater.codec.record_key`: a ``kafka.key`` header or a nonzero
+        message id). Raises InvalidBatch (Iggy 4, InvalidFormat) naming the first
+        frame without one; the batch is not appended."""
+        for index, frame in enumerate(batch_codec.iter_frames(batch)):
+            if compaction_key(frame.user_headers, frame.id)[0] is None:
+                raise errors.InvalidBatch(
+                    f"message {index} has neither a kafka.key header nor a nonzero id: "
+                    "a compacted topic keeps the newest message per key", 4
+                )
 
     async def compact_once(self, max_dirty_bytes: int) -> int:
         """One run of the log cleaner: roll compacted topics' active segments whose

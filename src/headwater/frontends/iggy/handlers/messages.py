@@ -34,6 +34,8 @@ async def send_messages(ctx: Context, req: w.SendMessages) -> bytes:
     else:
         p = ctx.broker.route(t, "balanced", None)
     batch = req.batch if not isinstance(req.batch.obj, bytes) else bytearray(req.batch)
+    if t.options.compact:
+        ctx.broker.check_compaction_keys(batch)
     done = ctx.broker.append(p, batch)
     if done.durable is not None:  # enforce_fsync: reply once a sync covering the batch returned
         await done.durable
