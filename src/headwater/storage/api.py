@@ -135,7 +135,9 @@ class RecoveryOutcome:
     notes: tuple[str, ...] = ()
 
     def __bool__(self) -> bool:
-        return bool(self.truncated_bytes or self.rebuilt_indexes or self.repaired_indexes or self.removed_files)
+        return bool(
+            self.truncated_bytes or self.rebuilt_indexes or self.repaired_indexes or self.removed_files or self.notes
+        )
 
 
 class PartitionLog(Protocol):

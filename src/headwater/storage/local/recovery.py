@@ -91,6 +91,7 @@ class RecoveryReport:
     directory: str
     segments: list[RecoveredSegment] = field(default_factory=list)
     removed_files: list[str] = field(default_factory=list)
+    compaction_notes: list[str] = field(default_factory=list)  # an interrupted compaction swap finished or undone
 
     @property
     def truncated_bytes(self) -> int:
@@ -112,6 +113,7 @@ class RecoveryReport:
             elif s.index_rewritten:
                 notes.append(f"{name}: index repaired")
         notes += [f"removed leftover {name}" for name in self.removed_files]
+        notes += self.compaction_notes
         return RecoveryOutcome(
             truncated_bytes=self.truncated_bytes,
             rebuilt_indexes=self.rebuilt_indexes,
@@ -134,7 +136,7 @@ def recover_partition(directory: str, index_interval_bytes: int) -> RecoveryRepo
     names = os.listdir(directory)
     finished = finish_interrupted(directory, names)
     if finished:
-        report.removed_files.extend(finished)
+        report.compaction_notes.extend(finished)
         names = os.listdir(directory)
     logs = sorted(s for s in (parse_segment_name(n, LOG_SUFFIX) for n in names) if s is not None)
     log_set = set(logs)
