@@ -16,6 +16,7 @@ import apache_iggy as ig
 import pytest
 
 from hw_server import ServerProcess, free_port
+from test_hostile_connections import wait_for
 
 CLEANER_ENV = {"HEADWATER_COMPACTION_INTERVAL_S": "0.1"}
 COMPACTED = {
@@ -92,13 +93,7 @@ def read_all(server, topic: str) -> list[tuple[int, bytes, bytes | None]]:
 
 
 def wait_until(what: str, check):
-    deadline = time.monotonic() + DEADLINE_S
-    while time.monotonic() < deadline:
-        result = check()
-        if result:
-            return result
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
+    return wait_for(check, DEADLINE_S, what)
 
 
 def rounds(keys: int, n: int, start: int = 0):
