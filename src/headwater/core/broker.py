@@ -536,7 +536,7 @@ class Broker:
         message id). Raises InvalidBatch (Iggy 4, InvalidFormat) naming the first
         frame without one; the batch is not appended."""
         for index, frame in enumerate(batch_codec.iter_frames(batch)):
-            if compaction_key(frame.user_headers, frame.id)[0] is None:
+            if compaction_key(frame.user_headers, frame.id, frame.payload)[0] is None:
                 raise errors.InvalidBatch(
                     f"message {index} has neither a kafka.key header nor a nonzero id: "
                     "a compacted topic keeps the newest message per key", 4

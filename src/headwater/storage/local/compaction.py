@@ -171,7 +171,7 @@ def _keys(view: memoryview, base_offset: int):
     """(offset, key digest or None, tombstone) per frame of one batch."""
     digest = xxhash.xxh3_128_digest
     for frame in codec_batch.iter_frames(view):
-        key, tombstone = compaction_key(frame.user_headers, frame.id)
+        key, tombstone = compaction_key(frame.user_headers, frame.id, frame.payload)
         yield base_offset + frame.offset_delta, None if key is None else digest(key), tombstone
 
 
