@@ -163,7 +163,10 @@ def test_changelog_compacted_while_consumers_read(cserver):
     final = {}
     for o, k, v in seen_by_reader:
         final[k] = v
-    assert final == {k: v for k, (_, v) in latest.items()}
+    # a reader lagging more than delete.retention.ms may miss the tombstone (as in Kafka),
+    # but never ends with the value it deleted
+    assert final.pop(b"gone", None) is None
+    assert final == {k: v for k, (_, v) in latest.items() if k != b"gone"}
 
     # the tombstone goes once delete.retention.ms passed (more rounds keep the cleaner busy)
     def tombstone_gone():
@@ -289,10 +292,11 @@ def test_killed_mid_compaction_restarts_with_a_valid_log(tmp_path_factory):
         produce(s, topic, [(b"last", b"roll")])  # rolls the last round into a sealed segment
         part_dir = next(os.path.join(d, f) for d, subs, fs in os.walk(s.data_dir) for f in subs if f == "0"
                         and any(n.endswith(".log") for n in os.listdir(os.path.join(d, f))))
-        deadline = time.monotonic() + DEADLINE_S
-        while time.monotonic() < deadline:  # kill the moment a pass has files in flight
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:  # kill the moment a pass has files in flight (or after 10 s)
             if any(n.endswith((".cleaned", ".swap")) for n in os.listdir(part_dir)):
                 break
+            time.sleep(0.0005)
         s.kill()
         s.start()
         got = read_all(s, topic)
