@@ -108,6 +108,7 @@ class App:
             if kind:
                 iggy.node_ports[kind] = listener.bound_port
         self._jobs.append(asyncio.create_task(self._every(cfg.system.retention_interval_s, self.broker.apply_retention)))
+        self._jobs.append(asyncio.create_task(self._compaction(cfg.compaction.interval_s, cfg.compaction.max_dirty_bytes)))
         self._jobs.append(
             asyncio.create_task(
                 self._every(cfg.system.token_cleaner_interval_s, lambda: self.broker.users.purge_expired_tokens(self.broker.clock()))
@@ -161,6 +162,15 @@ class App:
                 fn()
             except Exception:
                 log.exception("background job failed")
+
+    async def _compaction(self, seconds: float, max_dirty_bytes: int) -> None:
+        """The log cleaner: every ``seconds``, at most one compaction pass (its I/O in a thread)."""
+        while True:
+            await asyncio.sleep(seconds)
+            try:
+                await self.broker.compact_once(max_dirty_bytes)
+            except Exception:
+                log.exception("compaction failed")
 
     async def stop(self) -> None:
         for j in self._jobs:

@@ -164,6 +164,14 @@ class WebSocketConfig:
 
 
 @dataclass(frozen=True)
+class CompactionConfig:
+    """The log cleaner of compacted topics (cleanup.policy=compact)."""
+
+    interval_s: float = 1.0  # how often the cleaner looks for a partition to compact (one pass per run)
+    max_dirty_bytes: int = 256 * 1024 * 1024  # bytes of uncompacted segments one pass reads at most
+
+
+@dataclass(frozen=True)
 class RootConfig:
     username: str = ""
     password: str = ""
@@ -183,6 +191,7 @@ class Config:
     http: HttpConfig = field(default_factory=HttpConfig)
     quic: QuicConfig = field(default_factory=QuicConfig)
     websocket: WebSocketConfig = field(default_factory=WebSocketConfig)
+    compaction: CompactionConfig = field(default_factory=CompactionConfig)
     root: RootConfig = field(default_factory=RootConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
 
@@ -216,6 +225,8 @@ _HOSTNAME_LABEL = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)")
 _MINIMUM = {
     "system.retention_interval_s": 0.001,
     "system.token_cleaner_interval_s": 0.001,
+    "compaction.interval_s": 0.001,
+    "compaction.max_dirty_bytes": 1,
     "tcp.max_frame_size": 256,  # one Iggy header
     "kafka.default_partitions": 1,
     "kafka.max_request_size": 1,

@@ -17,7 +17,7 @@ def test_kafka_python_admin_topics_partitions_configs(server):
         with pytest.raises(InvalidTopicError):
             a.create_topics([NewTopic("bad name", 1, 1)])
         with pytest.raises(InvalidConfigurationError):
-            a.create_topics([NewTopic("adm-badcfg", 1, 1, topic_configs={"cleanup.policy": "compact"})])
+            a.create_topics([NewTopic("adm-badcfg", 1, 1, topic_configs={"cleanup.policy": "shred"})])
         assert "adm-a" in a.list_topics() and "adm-badcfg" not in a.list_topics()
 
         def configs(name):

@@ -89,9 +89,11 @@ def test_create_topics_replication_factors_one_node_cannot_give(server, wire, re
     [("segment.bytes", "1")],
     [("segment.bytes", "abc")],
     [("retention.bytes", "1")],
-    [("cleanup.policy", "compact")],
+    [("cleanup.policy", "compact,shred")],
     [("min.insync.replicas", "2")],
-    [("compression.type", "zstd")],
+    [("compression.type", "brotli")],
+    [("min.cleanable.dirty.ratio", "1.01")],
+    [("max.compaction.lag.ms", "0")],
     [("message.timestamp.type", "LogAppendTime")],
 ], ids=lambda c: f"{c[0][0]}={c[0][1]}")
 def test_create_topics_with_unknown_or_invalid_configs(server, wire, configs):

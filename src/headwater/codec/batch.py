@@ -54,7 +54,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import Iterable, Iterator, NamedTuple, NoReturn
+from typing import Iterable, Iterator, NamedTuple, NoReturn, Sequence
 
 import xxhash
 
@@ -93,6 +93,7 @@ _STAMP = struct.Struct("<QQQ")  # partition_id, base_offset, base_timestamp at 0
 _ORIGIN_LENGTH = struct.Struct("<24xQQ8xI")  # origin_timestamp, batch_length, message_count
 _RESERVED = struct.Struct(f"<{BATCH_HEADER_SIZE - BATCH_RESERVED_OFFSET}s")
 _U64 = struct.Struct("<Q")
+_U32 = struct.Struct("<I")
 _FRAME = struct.Struct("<QQQIIIIQ")  # checksum, id lo, id hi, deltas, lengths, reserved
 _FRAME_BODY = struct.Struct("<QQIIIIQ")  # frame bytes 8..48, what build_batch writes
 # Hot-loop views of a frame header: only the fields each loop needs.
@@ -870,3 +871,57 @@ def slice_batch(batch: bytes | bytearray | memoryview, start: int, stop: int) ->
         n,
     )
     return b"".join((header, mv[first:last]))
+
+
+def frame_offset_deltas(batch: bytes | bytearray | memoryview) -> list[int]:
+    """The ``offset_delta`` (frame bytes 24..28, u32 LE) of each of the
+    ``message_count`` frames, in order. A stored batch written by an append has
+    ``0..count-1``; one rewritten by compaction may have gaps (increasing, not
+    consecutive). Raises like :func:`frame_positions`."""
+    mv = _byte_view(batch)
+    unpack = _U32.unpack_from
+    return [unpack(mv, pos + 24)[0] for pos in frame_positions(mv)[:-1]]
+
+
+def last_offset(batch: bytes | bytearray | memoryview) -> int:
+    """The offset of a stored batch's last frame: ``base_offset`` + the last
+    frame's ``offset_delta`` (which equals ``message_count - 1`` unless compaction
+    removed frames, see :func:`select_frames`). Raises like :func:`frame_positions`."""
+    mv = _byte_view(batch)
+    positions = frame_positions(mv)
+    return read_header(mv).base_offset + _U32.unpack_from(mv, positions[-2] + 24)[0]
+
+
+def select_frames(batch: bytes | bytearray | memoryview, keep: Sequence[int]) -> bytes:
+    """A valid batch holding only frames ``keep`` (increasing frame indices) of ``batch``.
+
+    What compaction writes: ``partition_id``, ``base_offset``,
+    ``base_timestamp`` and ``origin_timestamp`` are kept, frames are
+    byte-identical (so each keeps its ``offset_delta``, its offset, and its
+    checksum), ``batch_length`` (32..40), ``message_count`` (48..52) and
+    ``batch_checksum`` (40..48) are recomputed, reserved bytes are zero. The
+    result's offset deltas are no longer ``0..n-1``: verify it with
+    ``check_offset_deltas=False``. Raises :class:`InvalidFormat` (4) for an
+    empty or out-of-range ``keep``, and like :func:`frame_positions`.
+    """
+    mv = _byte_view(batch)
+    h = read_header(mv)
+    positions = frame_positions(mv)
+    count = h.message_count
+    if not keep or any(not 0 <= i < count for i in keep) or any(a >= b for a, b in zip(keep, keep[1:])):
+        raise InvalidFormat(f"frames {list(keep)[:8]} are not increasing indices in 0..{count}")
+    if len(keep) == count:
+        return mv[: h.batch_length].tobytes()
+    parts = [mv[positions[i] : positions[i + 1]] for i in keep]
+    sums = b"".join(p[:8] for p in parts)
+    batch_length = BATCH_HEADER_SIZE + sum(len(p) for p in parts)
+    n = len(keep)
+    checksum = _xxh3(
+        _CHECKSUM_FIELDS.pack(h.partition_id, h.base_offset, h.base_timestamp, h.origin_timestamp, batch_length, n)
+        + sums
+    )
+    header = bytearray(BATCH_HEADER_SIZE)
+    _HEADER.pack_into(
+        header, 0, h.partition_id, h.base_offset, h.base_timestamp, h.origin_timestamp, batch_length, checksum, n
+    )
+    return b"".join((header, *parts))

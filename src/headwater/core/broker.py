@@ -21,6 +21,7 @@ import xxhash
 
 from ..codec import batch as batch_codec
 from ..codec.errors import CodecError
+from ..codec.record_key import compaction_key
 from ..storage.api import CorruptSegment, StorageEngine, StorageError, StorageWriteError
 from . import errors
 from .catalog import Catalog, Stream, Topic, next_id, validate_name
@@ -88,6 +89,7 @@ class Broker:
         self.offsets = OffsetStore(self._offsets_meta.put, self._offsets_meta.put_many)
         self.clients: dict[int, Client] = {}
         self._next_client_id = 1
+        self._compacted_last = (-1, -1, -1)  # the log cleaner's round-robin position
         self.started_at_us = clock()
         self._load()
 
@@ -526,6 +528,57 @@ class Broker:
                 for p in t.partitions.values():
                     deleted += p.log.apply_retention(now)
         return deleted
+
+    @staticmethod
+    def check_compaction_keys(batch: bytearray | memoryview) -> None:
+        """For a send to a compacted topic: every message needs a compaction key
+        (:mod:`headwater.codec.record_key`: a ``kafka.key`` header or a nonzero
+        message id). Raises InvalidBatch (Iggy 4, InvalidFormat) naming the first
+        frame without one; the batch is not appended."""
+        for index, frame in enumerate(batch_codec.iter_frames(batch)):
+            if compaction_key(frame.user_headers, frame.id, frame.payload)[0] is None:
+                raise errors.InvalidBatch(
+                    f"message {index} has neither a kafka.key header nor a nonzero id: "
+                    "a compacted topic keeps the newest message per key", 4
+                )
+
+    async def compact_once(self, max_dirty_bytes: int) -> int:
+        """One run of the log cleaner: roll compacted topics' active segments whose
+        ``segment_roll`` is due, then at most one compaction pass (the next partition
+        due after the last one compacted, round robin); its reads and writes run in a
+        worker thread, the swap back on the event loop. Returns the messages removed."""
+        now = self.clock()
+        due = []
+        for s in self.catalog.streams.values():
+            for t in s.topics.values():
+                if not t.options.compact and t.options.segment_roll_us is None:
+                    continue
+                for p in t.partitions.values():
+                    if type(p.log) is RefusingLog:
+                        continue
+                    try:
+                        p.log.roll_if_due(now)
+                    except StorageError as e:
+                        log.warning("segment roll failed", extra={"kv": {"partition": f"{t.stream_id}/{t.id}/{p.id}", "error": str(e)}})
+                    if t.options.compact:
+                        due.append(((t.stream_id, t.id, p.id), p))
+        due.sort(key=lambda kp: (kp[0] <= self._compacted_last, kp[0]))
+        for key, p in due:
+            job = p.log.plan_compaction(now, max_dirty_bytes)
+            if job is None:
+                continue
+            self._compacted_last = key
+            done = None
+            try:
+                done = await asyncio.get_running_loop().run_in_executor(None, p.log.run_compaction, job)
+            except (StorageError, OSError, InterruptedError) as e:
+                log.warning("compaction pass abandoned", extra={"kv": {"partition": "/".join(map(str, key)), "error": str(e)}})
+            finally:
+                removed = p.log.finish_compaction(done)
+            if removed:
+                log.info("compacted", extra={"kv": {"partition": "/".join(map(str, key)), "removed": removed}})
+            return removed
+        return 0
 
     # ------------------------------------------------------------------ messages
     def route(self, topic: Topic, kind: str, value: int | bytes | None) -> Partition:

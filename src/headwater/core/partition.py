@@ -161,40 +161,52 @@ class Partition:
 
     # --- reads ---
     def read(self, start_offset: int, count: int, max_bytes: int = 1 << 62) -> tuple[list[bytes | memoryview], int]:
-        """Batches covering offsets [start_offset, start_offset + count), sliced at the edges.
+        """Up to ``count`` messages at offsets >= ``start_offset``, as batches sliced at the edges.
 
         Returns (batches, messages). Offsets below the log start begin at the
-        log start. Raises CorruptData when storage refuses a damaged segment or
-        the partition is fenced.
+        log start. Offsets compaction removed are stepped over: ``count`` counts
+        messages, not offsets, so a read across gaps still returns up to
+        ``count`` messages (their offsets are ``base_offset + offset_delta``).
+        Raises CorruptData when storage refuses a damaged segment or the
+        partition is fenced.
         """
         if type(self.log) is RefusingLog:
             self.log.read(start_offset, count, max_bytes)
         if count <= 0:
             return [], 0
         start = max(start_offset, self.log_start_offset)
-        end = min(start + count, self.log.next_offset)
-        if start >= end:
+        if start >= self.log.next_offset:
             return [], 0
         try:
-            stored = self.log.read(start, end - start, max_bytes)
+            stored = self.log.read(start, count, max_bytes)
         except CorruptSegment as e:
             raise errors.CorruptData(str(e)) from e
         out: list[bytes | memoryview] = []
         total = 0
         for b in stored:
+            if total >= count:
+                break
             h = batch_codec.read_header(b)
-            first = h.base_offset
-            last = first + h.message_count  # one past
-            if last <= start or first >= end:
-                continue
-            lo = max(start, first) - first
-            hi = min(end, last) - first
-            if lo == 0 and hi == h.message_count:
-                out.append(b)
-            else:
-                out.append(batch_codec.slice_batch(b, lo, hi))
+            n = h.message_count
+            lo = 0
+            if h.base_offset < start:  # the first batch: find its first frame at or past start
+                floor = start - h.base_offset
+                deltas = batch_codec.frame_offset_deltas(b)
+                lo = next((i for i, d in enumerate(deltas) if d >= floor), n)
+                if lo == n:
+                    continue
+            hi = min(n, lo + count - total)
+            out.append(b if lo == 0 and hi == n else batch_codec.slice_batch(b, lo, hi))
             total += hi - lo
         return out, total
+
+    def next_offset_after(self, batches: list[bytes | memoryview], start_offset: int) -> int:
+        """The offset after the last message of ``batches`` (a :meth:`read` result): what a
+        consumer commits next. ``start_offset`` (at least the log start) when empty.
+        Gaps compaction left are skipped over, so it may be more than start + count."""
+        if not batches:
+            return max(start_offset, self.log_start_offset)
+        return batch_codec.last_offset(batches[-1]) + 1
 
     def offset_for_timestamp(self, timestamp_us: int) -> int:
         """First offset stored at or after ``timestamp_us``; the high watermark when none."""

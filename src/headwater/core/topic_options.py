@@ -22,9 +22,22 @@ Options arrive as a TLV block the Iggy front-end turns into a
     messages_required_to_save          Uint32  1024        1..16777216
     size_of_messages_required_to_save  Uint64  1 MiB       bytes or byte string, <= 1 GiB; 0 = default
     preallocate_segments               Bool    false       segment_size x partitions <= 64 GiB
+    cleanup_policy                     String  "delete"    "delete", "compact", "compact,delete"
+                                                           (either order; Kafka cleanup.policy)
+    min_cleanable_dirty_ratio          String  "0.5"       a decimal in 0..1 (Kafka's setting)
+    min_compaction_lag                 Uint64  0           µs or humantime; records younger are kept
+    max_compaction_lag                 Uint64  never       µs or humantime; "never"/"unlimited"
+    delete_retention                   Uint64  1 day       µs or humantime: how long a tombstone
+                                                           (Kafka null value) outlives its append
+    segment_roll                       Uint64  never       µs or humantime (Kafka segment.ms): an
+                                                           append to an active segment whose first
+                                                           batch is older rolls it first
 
-Only ``compression_algorithm``, ``message_expiry`` and ``max_topic_size``
-may change after creation (:meth:`TopicOptions.apply_update`, a patch).
+The last six are Headwater's (Iggy has no compaction); they map one to one to
+the Kafka topic configs of the same meaning (``frontends/kafka/configs.py``).
+
+Only ``compression_algorithm``, ``message_expiry``, ``max_topic_size`` and
+the six compaction keys may change after creation (:meth:`TopicOptions.apply_update`, a patch).
 Deliberate leniencies: a plain digit string is accepted for
 ``message_expiry`` (microseconds) and booleans are matched case-insensitively.
 """
@@ -54,6 +67,22 @@ SIZE_OF_MESSAGES_REQUIRED_TO_SAVE = "size_of_messages_required_to_save"
 PREALLOCATE_SEGMENTS = "preallocate_segments"
 DURABILITY = "durability"
 CONSUMER_OFFSET_DURABILITY = "consumer_offset_durability"
+CLEANUP_POLICY = "cleanup_policy"
+MIN_CLEANABLE_DIRTY_RATIO = "min_cleanable_dirty_ratio"
+MIN_COMPACTION_LAG = "min_compaction_lag"
+MAX_COMPACTION_LAG = "max_compaction_lag"
+DELETE_RETENTION = "delete_retention"
+SEGMENT_ROLL = "segment_roll"
+CLEANUP_POLICIES = ("delete", "compact", "compact,delete")
+DEFAULT_DELETE_RETENTION_US = 86_400_000_000
+COMPACTION_KEYS = (
+    CLEANUP_POLICY,
+    MIN_CLEANABLE_DIRTY_RATIO,
+    MIN_COMPACTION_LAG,
+    MAX_COMPACTION_LAG,
+    DELETE_RETENTION,
+    SEGMENT_ROLL,
+)
 DURABILITY_LEVELS = ("replicated", "persisted")
 
 TOPIC_OPTION_KEYS = (
@@ -67,8 +96,9 @@ TOPIC_OPTION_KEYS = (
     PREALLOCATE_SEGMENTS,
     DURABILITY,
     CONSUMER_OFFSET_DURABILITY,
+    *COMPACTION_KEYS,
 )
-UPDATABLE_TOPIC_OPTION_KEYS = (COMPRESSION_ALGORITHM, MESSAGE_EXPIRY, MAX_TOPIC_SIZE)
+UPDATABLE_TOPIC_OPTION_KEYS = (COMPRESSION_ALGORITHM, MESSAGE_EXPIRY, MAX_TOPIC_SIZE, *COMPACTION_KEYS)
 
 DEFAULT_SEGMENT_SIZE = GIB
 MIN_SEGMENT_SIZE = MIB
@@ -101,6 +131,12 @@ OPTION_KINDS = {
     PREALLOCATE_SEGMENTS: KIND_BOOL,
     DURABILITY: KIND_STRING,
     CONSUMER_OFFSET_DURABILITY: KIND_STRING,
+    CLEANUP_POLICY: KIND_STRING,
+    MIN_CLEANABLE_DIRTY_RATIO: KIND_STRING,
+    MIN_COMPACTION_LAG: KIND_UINT64,
+    MAX_COMPACTION_LAG: KIND_UINT64,
+    DELETE_RETENTION: KIND_UINT64,
+    SEGMENT_ROLL: KIND_UINT64,
 }
 """The canonical kind of each key: what :meth:`TopicOptions.values` are encoded as."""
 
@@ -281,6 +317,34 @@ def _parse_messages(key: str, value: Any) -> int:
     return value
 
 
+def parse_cleanup_policy(key: str, value: Any) -> str:
+    """``"delete"``, ``"compact"`` or ``"compact,delete"`` from a comma list in any
+    order and case (Kafka's list form); InvalidOptionValue otherwise."""
+    parts = {p.strip().lower() for p in str(value).split(",")} if isinstance(value, str) else set()
+    if not parts or not parts <= {"delete", "compact"}:
+        raise InvalidOptionValue(key, f"expected delete, compact or compact,delete, got {value!r}")
+    return ",".join(p for p in ("compact", "delete") if p in parts)
+
+
+def _parse_ratio(key: str, value: Any) -> str:
+    try:
+        ratio = Fraction(str(value).strip()) if not isinstance(value, bool) else None
+    except (ValueError, ZeroDivisionError):
+        ratio = None
+    if ratio is None or not 0 <= ratio <= 1:
+        raise InvalidOptionValue(key, f"expected a decimal in 0..1, got {value!r}")
+    return str(value).strip()
+
+
+def _lag_from_text(text: str) -> int:
+    t = text.strip()
+    if t.lower() in ("unlimited", "none", "never"):
+        return U64_MAX
+    if t.isdigit():
+        return int(t)
+    return parse_duration_us(t)
+
+
 def _parse_field(key: str, value: Any) -> tuple[str, Any] | None:
     """(field name, parsed value) for one catalog key, or None when the value is
     the "server default" sentinel (the key then counts as absent)."""
@@ -324,6 +388,17 @@ def _parse_field(key: str, value: Any) -> tuple[str, Any] | None:
         if level not in DURABILITY_LEVELS:
             raise InvalidOptionValue(key, f"{value!r} is not one of {', '.join(DURABILITY_LEVELS)}")
         return key, level
+    if key == CLEANUP_POLICY:
+        return "cleanup_policy", parse_cleanup_policy(key, value)
+    if key == MIN_CLEANABLE_DIRTY_RATIO:
+        return "min_cleanable_dirty_ratio", _parse_ratio(key, value)
+    if key in (MIN_COMPACTION_LAG, DELETE_RETENTION):
+        return key + "_us", _u64(key, value, _lag_from_text)
+    if key in (MAX_COMPACTION_LAG, SEGMENT_ROLL):
+        us = _u64(key, value, _lag_from_text)
+        if us == 0:
+            raise InvalidOptionValue(key, "must be at least 1 µs (or never)")
+        return key + "_us", None if us == U64_MAX else us
     raise UnsupportedOptionKey(key, "not a topic option")
 
 
@@ -378,7 +453,23 @@ class TopicOptions:
     preallocate_segments: bool = False
     durability: str = "replicated"
     consumer_offset_durability: str = "replicated"
+    cleanup_policy: str = "delete"
+    min_cleanable_dirty_ratio: str = "0.5"
+    min_compaction_lag_us: int = 0
+    max_compaction_lag_us: int | None = None
+    delete_retention_us: int = DEFAULT_DELETE_RETENTION_US
+    segment_roll_us: int | None = None
     explicit: frozenset[str] = field(default_factory=frozenset)
+
+    @property
+    def compact(self) -> bool:
+        """Whether the cleanup policy includes ``compact``."""
+        return "compact" in self.cleanup_policy
+
+    @property
+    def delete(self) -> bool:
+        """Whether the cleanup policy includes ``delete`` (expiry and size caps apply)."""
+        return "delete" in self.cleanup_policy
 
     @classmethod
     def parse_create(cls, raw: Mapping[str, str | int | bool], partitions_count: int) -> "TopicOptions":
@@ -425,9 +516,10 @@ class TopicOptions:
 
         ``max_partition_bytes`` = ``max_topic_size // partitions_count``,
         floored at one ``segment_size`` (0 when unlimited);
-        ``message_expiry_us`` 0 when never.
+        ``message_expiry_us`` 0 when never. Without ``delete`` in the cleanup
+        policy neither expiry nor the size cap deletes anything (as Kafka).
         """
-        if self.max_topic_size is None:
+        if self.max_topic_size is None or not self.delete:
             max_partition_bytes = 0
         else:
             max_partition_bytes = max(self.max_topic_size // max(partitions_count, 1), self.segment_size)
@@ -436,10 +528,16 @@ class TopicOptions:
             enforce_fsync=self.enforce_fsync or self.durability == "persisted",
             messages_required_to_save=self.messages_required_to_save,
             size_of_messages_required_to_save=self.size_of_messages_required_to_save,
-            message_expiry_us=self.message_expiry_us or 0,
+            message_expiry_us=(self.message_expiry_us or 0) if self.delete else 0,
             max_partition_bytes=max_partition_bytes,
             preallocate_segments=self.preallocate_segments,
             validate_checksum=validate_checksum,
+            segment_roll_us=self.segment_roll_us or 0,
+            compact=self.compact,
+            min_cleanable_dirty_ratio=float(Fraction(self.min_cleanable_dirty_ratio)),
+            min_compaction_lag_us=self.min_compaction_lag_us,
+            max_compaction_lag_us=self.max_compaction_lag_us or 0,
+            delete_retention_us=self.delete_retention_us,
         )
 
     def values(self) -> dict[str, str | int | bool]:
@@ -456,6 +554,12 @@ class TopicOptions:
             PREALLOCATE_SEGMENTS: self.preallocate_segments,
             DURABILITY: self.durability,
             CONSUMER_OFFSET_DURABILITY: self.consumer_offset_durability,
+            CLEANUP_POLICY: self.cleanup_policy,
+            MIN_CLEANABLE_DIRTY_RATIO: self.min_cleanable_dirty_ratio,
+            MIN_COMPACTION_LAG: self.min_compaction_lag_us,
+            MAX_COMPACTION_LAG: U64_MAX if self.max_compaction_lag_us is None else self.max_compaction_lag_us,
+            DELETE_RETENTION: self.delete_retention_us,
+            SEGMENT_ROLL: U64_MAX if self.segment_roll_us is None else self.segment_roll_us,
         }
 
     def explicit_values(self) -> dict[str, str | int | bool]:
@@ -519,6 +623,15 @@ _DESCRIPTIONS = {
     DURABILITY: "When a send is acknowledged: replicated (written to the OS on this single node) or "
     "persisted (fsynced first, as enforce_fsync)",
     CONSUMER_OFFSET_DURABILITY: "The same choice for stored consumer offsets (both levels are fsynced here)",
+    CLEANUP_POLICY: "delete (expiry and size caps), compact (keep the newest message per key) or compact,delete",
+    MIN_CLEANABLE_DIRTY_RATIO: "Compact once uncompacted bytes are at least this share of the sealed bytes (0..1)",
+    MIN_COMPACTION_LAG: "Messages younger than this (µs or humantime) are never compacted away",
+    MAX_COMPACTION_LAG: "Compact a sealed segment at the latest this long (µs or humantime) after its "
+    "messages were appended, whatever the dirty ratio; 2**64-1 = never",
+    DELETE_RETENTION: "How long (µs or humantime) a tombstone (a message whose kafka.flags marks a null "
+    "value) is kept after its append before compaction removes it",
+    SEGMENT_ROLL: "Roll the active segment on the next append once its first message is this old "
+    "(µs or humantime; Kafka segment.ms); 2**64-1 = never",
     PREALLOCATE_SEGMENTS: "Reserve each segment's bytes up front where the filesystem supports it; "
     f"segment_size * partitions_count is capped at {MAX_PREALLOCATED_TOPIC_BYTES} bytes",
 }

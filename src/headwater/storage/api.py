@@ -83,6 +83,11 @@ class SegmentPolicy:
     ``preallocate_segments``: reserve ``segment_size`` on segment creation.
     ``validate_checksum``: re-verify batches read from disk.
     ``index_interval_bytes``: write a sparse index entry at least every this many bytes.
+    ``segment_roll_us``: an append rolls an active segment whose first batch was
+    stamped this long ago (Kafka segment.ms; 0 = never). ``compact``: the cleaner
+    keeps only the newest message per key in sealed segments (:mod:`.local.compaction`);
+    ``min_cleanable_dirty_ratio``, ``min_compaction_lag_us``, ``max_compaction_lag_us``
+    (0 = never) and ``delete_retention_us`` (tombstones) as Kafka's topic configs.
     """
 
     segment_size: int = 1 << 30
@@ -94,6 +99,12 @@ class SegmentPolicy:
     preallocate_segments: bool = False
     validate_checksum: bool = True
     index_interval_bytes: int = 4096
+    segment_roll_us: int = 0
+    compact: bool = False
+    min_cleanable_dirty_ratio: float = 0.5
+    min_compaction_lag_us: int = 0
+    max_compaction_lag_us: int = 0
+    delete_retention_us: int = 86_400_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +135,9 @@ class RecoveryOutcome:
     notes: tuple[str, ...] = ()
 
     def __bool__(self) -> bool:
-        return bool(self.truncated_bytes or self.rebuilt_indexes or self.repaired_indexes or self.removed_files)
+        return bool(
+            self.truncated_bytes or self.rebuilt_indexes or self.repaired_indexes or self.removed_files or self.notes
+        )
 
 
 class PartitionLog(Protocol):
@@ -193,6 +206,18 @@ class PartitionLog(Protocol):
 
     def sync(self) -> None:
         """fdatasync whatever is not yet on stable storage."""
+
+    def roll_if_due(self, now_us: int) -> bool:
+        """Seal the active segment when the policy's ``segment_roll_us`` says so; whether it did."""
+
+    def plan_compaction(self, now_us: int, max_dirty_bytes: int) -> Any:
+        """A compaction pass due now (an opaque job), or None (policy ``compact``)."""
+
+    def run_compaction(self, job: Any) -> Any:
+        """Do a planned pass's reads and writes; thread-safe (files only). Returns the job."""
+
+    def finish_compaction(self, job: Any) -> int:
+        """Swap a finished job in (on the owner's thread); None after a failed run. Messages removed."""
 
     def set_policy(self, policy: SegmentPolicy) -> None:
         """Replace the policy (the broker calls this when updatable topic options change)."""

@@ -38,6 +38,12 @@ def test_absent_keys_resolve_to_the_documented_defaults():
         "preallocate_segments": False,
         "durability": "replicated",
         "consumer_offset_durability": "replicated",
+        "cleanup_policy": "delete",
+        "min_cleanable_dirty_ratio": "0.5",
+        "min_compaction_lag": 0,
+        "max_compaction_lag": U64_MAX,
+        "delete_retention": 86_400_000_000,
+        "segment_roll": U64_MAX,
     }
     assert opts.derived_values() == opts.values()
     assert opts.compression_code == 1
@@ -56,6 +62,12 @@ def test_every_key_parses_from_its_typed_and_string_forms():
             "preallocate_segments": True,
             "durability": "persisted",
             "consumer_offset_durability": "replicated",
+            "cleanup_policy": "compact",
+            "min_cleanable_dirty_ratio": "0.25",
+            "min_compaction_lag": 0,
+            "max_compaction_lag": 60_000_000,
+            "delete_retention": 1_000_000,
+            "segment_roll": 2_000_000,
         },
         partitions_count=4,
     )
@@ -71,6 +83,12 @@ def test_every_key_parses_from_its_typed_and_string_forms():
             "preallocate_segments": "True",
             "durability": "PERSISTED",
             "consumer_offset_durability": "Replicated",
+            "cleanup_policy": "COMPACT",
+            "min_cleanable_dirty_ratio": "0.25",
+            "min_compaction_lag": "0",
+            "max_compaction_lag": "1m",
+            "delete_retention": "1s",
+            "segment_roll": "2s",
         },
         partitions_count=4,
     )
@@ -310,3 +328,21 @@ def test_durability_keys_the_sdk_always_sends_are_accepted():
     assert parse_create({"durability": "persisted"}, 1).to_segment_policy(1).enforce_fsync is True
     with pytest.raises(InvalidOptionValue):
         parse_create({"durability": "eventually"}, partitions_count=1)
+
+
+def test_compaction_options_parse_update_and_reach_the_segment_policy():
+    opts = parse_create({"cleanup_policy": "Delete, compact", "segment_roll": "5s", "delete_retention": 1000}, 1)
+    assert opts.cleanup_policy == "compact,delete" and opts.compact and opts.delete
+    assert opts.segment_roll_us == 5_000_000 and opts.delete_retention_us == 1000
+    updated = opts.apply_update({"cleanup_policy": "compact", "min_cleanable_dirty_ratio": "0.1", "max_compaction_lag": "1m"})
+    policy = updated.to_segment_policy(1)
+    assert policy.compact and policy.min_cleanable_dirty_ratio == 0.1 and policy.max_compaction_lag_us == 60_000_000
+    assert policy.segment_roll_us == 5_000_000
+    # compact without delete: expiry and size caps delete nothing (as Kafka)
+    capped = parse_create({"cleanup_policy": "compact", "message_expiry": "1h", "max_topic_size": "2 GiB"}, 1)
+    assert capped.to_segment_policy(1).message_expiry_us == 0 and capped.to_segment_policy(1).max_partition_bytes == 0
+    assert TopicOptions.from_dict(updated.to_dict()) == updated
+    for key, bad in (("cleanup_policy", "shred"), ("cleanup_policy", ""), ("min_cleanable_dirty_ratio", "1.5"),
+                     ("min_cleanable_dirty_ratio", "x"), ("segment_roll", 0), ("max_compaction_lag", "soon")):
+        with pytest.raises(InvalidOptionValue):
+            parse_create({key: bad}, 1)

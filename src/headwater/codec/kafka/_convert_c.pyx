@@ -380,8 +380,8 @@ def kafka_records_to_iggy(records, Py_ssize_t count, int64_t base_timestamp, int
     timestamp ms)``, as ``convert.kafka_to_iggy`` builds them after its header checks; None
     when the reference code must run (any error, a missing key with ``require_key``, a
     timestamp outside [low, high], record times spanning more than one Iggy batch window).
-    ``user_headers_of`` is ``convert.kafka_user_headers``, called for records with headers
-    or a key over 255 bytes."""
+    ``user_headers_of`` is ``convert.user_headers_or_none``, called for records with headers
+    or a key over 255 bytes (None: too big for user headers, the reference must run)."""
     cdef const uint8_t[::1] view = records
     cdef Py_ssize_t end = view.shape[0]
     cdef const uint8_t *b
@@ -476,6 +476,8 @@ def kafka_records_to_iggy(records, Py_ssize_t count, int64_t base_timestamp, int
                     header_list(b, r) if r.hdr_count else (),
                     r.ts if r.override else None,
                 )
+                if uh is None:  # over the user-headers cap: the reference carries it in the payload
+                    return None
                 uh_len = len(uh)
                 out_reserve(&out, FRAME_HEADER + p_len + uh_len)
                 f = out.buf + fpos

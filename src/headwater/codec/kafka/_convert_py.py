@@ -198,6 +198,8 @@ def kafka_records_to_iggy(
             key = None if kl < 0 else bytes(buf[key_at[i] : key_at[i] + kl])
             headers = () if headers_at[i] < 0 else _header_list(buf, headers_at[i], record_end[i])
             user_headers = user_headers_of(key, vl < 0, headers, ts if override else None)
+            if user_headers is None:  # over the user-headers cap: the reference carries it in the payload
+                return None
         elif kl < 0 and vl >= 0 and not override:
             user_headers = b""
         else:

@@ -24,6 +24,22 @@ in the frame's user headers (Iggy TLV) under reserved keys starting with
                                            Iggy header                        it: varint key length, key,
                                                                               varint value length (-1 null),
                                                                               value; 255-byte chunks
+    kafka.prefix             Uint32        the block above would pass Iggy's  N: the payload's first N bytes
+                                           100 000-byte user-headers cap      are the key and headers (below),
+                                                                              the rest is the value
+
+Large keys and headers. Iggy caps a user-headers block at 100 000 bytes
+(the SDK refuses a bigger one), but Kafka bounds only the whole batch. A
+record whose block would pass the cap keeps only ``kafka.flags``,
+``kafka.timestamp`` and ``kafka.prefix`` there; its key and every header
+go in front of the value in the payload, as Kafka's record encodes them::
+
+    [varint keyLength (-1 null)][key][varint headerCount]
+    ([varint headerKeyLength][headerKey][varint headerValueLength (-1 null)][headerValue])*
+    [value]
+
+so an Iggy consumer sees the key and headers in the payload, and
+``kafka.prefix`` says where the value starts.
 
 A Kafka header becomes a *plain* Iggy header (same key, value String if
 UTF-8 else Raw) when its key is 1..255 bytes of UTF-8 not starting with
@@ -118,6 +134,7 @@ from .record_batch import (
 
 KEY_HEADER = b"kafka.key"
 FLAGS_HEADER = b"kafka.flags"
+PREFIX_HEADER = b"kafka.prefix"
 TIMESTAMP_HEADER = b"kafka.timestamp"
 ESCAPED_HEADER_PREFIX = b"kafka.h."
 RESERVED_PREFIX = "kafka."
@@ -429,6 +446,85 @@ def kafka_user_headers(
     return bytes(out)
 
 
+def user_headers_or_none(
+    key: bytes | memoryview | None,
+    value_is_null: bool,
+    headers: Sequence[tuple[bytes, bytes | None]] = (),
+    timestamp_ms: int | None = None,
+) -> bytes | None:
+    """:func:`kafka_user_headers`, or None when the block would pass the cap (the fast
+    loops then hand the batch to the reference code, which uses :func:`kafka_frame_parts`)."""
+    try:
+        return kafka_user_headers(key, value_is_null, headers, timestamp_ms)
+    except MessageTooLarge:
+        return None
+
+
+def kafka_frame_parts(
+    key: bytes | memoryview | None,
+    value_is_null: bool,
+    headers: Sequence[tuple[bytes, bytes | None]] = (),
+    timestamp_ms: int | None = None,
+) -> tuple[bytes, bytes]:
+    """``(user headers, payload prefix)`` of one record: the prefix is ``b""`` unless
+    the key and headers do not fit the 100 000-byte user-headers cap, and then holds
+    them in Kafka's record encoding (module doc, "Large keys and headers")."""
+    block = user_headers_or_none(key, value_is_null, headers, timestamp_ms)
+    if block is not None:
+        return block, b""
+    prefix = bytearray()
+    if key is None:
+        prefix.append(1)  # varint -1
+    else:
+        write_varint(prefix, len(key))
+        prefix += key
+    write_varint(prefix, len(headers))
+    for hkey, hvalue in headers:
+        prefix += _escape_header(bytes(hkey), None if hvalue is None else bytes(hvalue))
+    out = bytearray()
+    entries = [(PREFIX_HEADER, int(Kind.UINT32), struct.pack("<I", len(prefix)))]
+    if value_is_null:
+        entries.append((FLAGS_HEADER, int(Kind.UINT8), bytes((FLAG_NULL_VALUE,))))
+    if timestamp_ms is not None:
+        entries.append((TIMESTAMP_HEADER, int(Kind.INT64), _I64_LE.pack(timestamp_ms)))
+    for name, kind, data in entries:
+        out += _TLV_HEAD.pack(_STRING, len(name)) + name + _TLV_HEAD.pack(kind, len(data)) + data
+    return bytes(out), bytes(prefix)
+
+
+def _parse_prefix(payload: bytes | memoryview, length: int) -> tuple[bytes | None, list] | None:
+    """(key, headers) from the first ``length`` payload bytes, or None when they do not parse."""
+    if length > len(payload):
+        return None
+    content = bytes(payload[:length])
+    try:
+        key_length, pos = read_varint(content, 0)
+        key = None
+        if key_length >= 0:
+            if pos + key_length > length:
+                return None
+            key = content[pos : pos + key_length]
+            pos += key_length
+        elif key_length != -1:
+            return None
+        count, pos = read_varint(content, pos)
+        headers = []
+        for _ in range(max(count, 0)):
+            hlen, pos = read_varint(content, pos)
+            if hlen < 0 or pos + hlen > length:
+                return None
+            hkey = content[pos : pos + hlen]
+            pos += hlen
+            vlen, pos = read_varint(content, pos)
+            if vlen < -1 or pos + max(vlen, 0) > length:
+                return None
+            headers.append((hkey, None if vlen < 0 else content[pos : pos + vlen]))
+            pos += max(vlen, 0)
+    except InvalidRecord:
+        return None
+    return (key, headers) if count >= 0 and pos == length else None
+
+
 # ---------------------------------------------------------------------------
 # Iggy frame -> Kafka record
 
@@ -489,7 +585,16 @@ def kafka_fields_of(payload: bytes | memoryview, user_headers: bytes | memoryvie
     key: bytes | None = None
     value: bytes | memoryview | None = payload
     timestamp_ms = None
+    prefixed: list = []
     if reserved:
+        at = reserved.get(PREFIX_HEADER)
+        if at is not None and pairs[at].kind == Kind.UINT32 and len(pairs[at].value) == 4 and KEY_HEADER not in reserved:
+            n = struct.unpack("<I", pairs[at].value)[0]
+            parsed_prefix = _parse_prefix(payload, n)
+            if parsed_prefix is not None:
+                key, prefixed = parsed_prefix
+                payload = value = payload[n:]
+                consumed.add(at)
         head = reserved.get(KEY_HEADER)
         if head is not None:
             parts = _chunks(pairs, reserved, KEY_HEADER)
@@ -504,7 +609,7 @@ def kafka_fields_of(payload: bytes | memoryview, user_headers: bytes | memoryvie
             if pair.kind == Kind.UINT8 and pair.value in (b"\x01", b"\x02", b"\x03"):
                 flags = pair.value[0]
                 null_ok = not (flags & FLAG_NULL_VALUE) or not len(payload)
-                empty_ok = not (flags & FLAG_EMPTY_KEY) or key is None
+                empty_ok = not (flags & FLAG_EMPTY_KEY) or (key is None and not prefixed and PREFIX_HEADER not in reserved)
                 if null_ok and empty_ok:
                     if flags & FLAG_NULL_VALUE:
                         value = None
@@ -524,7 +629,7 @@ def kafka_fields_of(payload: bytes | memoryview, user_headers: bytes | memoryvie
                 escaped[at] = parsed
                 consumed.add(at)
                 consumed.update(parts)
-    headers: list[tuple[bytes, bytes | None]] = []
+    headers: list[tuple[bytes, bytes | None]] = list(prefixed)
     kinds: list[tuple[int, bytes]] = []
     for index, pair in enumerate(pairs):
         if index in consumed:
@@ -678,12 +783,14 @@ def kafka_to_iggy(
             override = ts
         key = record.key
         value = record.value
+        prefix = b""
         if key is None and value is not None and not record.headers and override is None:
             user_headers = b""
         else:
-            user_headers = kafka_user_headers(key, value is None, record.headers, override)
+            user_headers, prefix = kafka_frame_parts(key, value is None, record.headers, override)
+        payload = b"" if value is None else value
         messages.append(
-            Message(b"" if value is None else value, 0, frame_us, user_headers)  # type: ignore[arg-type]
+            Message(prefix + bytes(payload) if prefix else payload, 0, frame_us, user_headers)  # type: ignore[arg-type]
         )
     return build_batch(messages), _batch_info(h, compression, max(times))
 
@@ -726,7 +833,7 @@ def _fast_kafka_records(
         0 if low is None else low,
         high is not None,
         0 if high is None else high,
-        kafka_user_headers,
+        user_headers_or_none,
     )
 
 
@@ -861,5 +968,8 @@ __all__ = [
     "kafka_header_value",
     "kafka_records_to_iggy",
     "kafka_to_iggy",
+    "kafka_frame_parts",
     "kafka_user_headers",
+    "user_headers_or_none",
+    "PREFIX_HEADER",
 ]

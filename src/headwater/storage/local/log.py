@@ -46,6 +46,7 @@ from headwater.storage.api import (
     WritesFenced,
 )
 
+from . import compaction
 from .flusher import Flusher, GroupCommit, shared_flusher
 from .recovery import RecoveryReport, recover_partition
 from .retention import segments_to_delete
@@ -80,6 +81,10 @@ class LocalPartitionLog:
         self._unsynced_bytes = 0
         self._closed = False
         self._fenced: tuple[Segment, tuple, str] | None = None  # (segment, mark to cut back to, why)
+        self._generation = 0  # bumped by every change to the sealed segments (a planned compaction checks it)
+        self._clean_offset = 0  # compaction: where the dirty part starts (the log start after a restart)
+        self._tombstone_due_us = 0  # compaction: when a kept tombstone may go (0 = none kept)
+        self.compacting = False
         self._commit = GroupCommit(
             flusher or shared_flusher(),
             directory,
@@ -170,6 +175,13 @@ class LocalPartitionLog:
             self._repair()
         if self._segments[-1].sealed:  # the last roll could not make its new segment
             self._open_next_segment()
+        elif self.policy.segment_roll_us and self._roll_due(base_ts):
+            try:
+                self._rotate()
+            except (OSError, StorageError):
+                pass  # append to the old active segment; the next append tries again
+            if self._segments[-1].sealed:
+                self._open_next_segment()
         active = self._segments[-1]
         if base_offset != active.end_offset:
             raise OffsetMismatch(f"batch base_offset {base_offset} != next offset {active.end_offset}")
@@ -199,6 +211,22 @@ class LocalPartitionLog:
             except (OSError, StorageError):
                 pass  # the batch is stored; the next append makes the new segment, or fails
         return durable
+
+    def _roll_due(self, now_us: int) -> bool:
+        """Whether the active segment's first batch is ``segment_roll_us`` old (segment.ms)."""
+        active = self._segments[-1]
+        first = active.first_timestamp_us()
+        return active.size > 0 and first is not None and first + self.policy.segment_roll_us <= now_us
+
+    def roll_if_due(self, now_us: int) -> bool:
+        """Seal a non-empty active segment whose first batch is ``segment_roll_us`` old
+        even when no append comes (so an idle compacted topic gets cleaned). Returns
+        whether it rolled. Raises StorageError / StorageWriteError as a roll does."""
+        self._check_open()
+        if not self.policy.segment_roll_us or self._segments[-1].sealed or not self._roll_due(now_us):
+            return False
+        self._rotate()
+        return True
 
     def _undo(self, active: Segment, mark: tuple, exc: OSError) -> StorageWriteError:
         """Cut a failed append back to ``mark``; the error to raise (WritesFenced when
@@ -287,7 +315,7 @@ class LocalPartitionLog:
         if start_offset >= self.next_offset:
             return out
         start_offset = max(start_offset, self.log_start_offset)
-        stop_offset = start_offset + max(1, max_messages)
+        wanted = max(1, max_messages)
         validate = self.policy.validate_checksum
         taken = 0
         segments = self._segments
@@ -296,9 +324,9 @@ class LocalPartitionLog:
             if seg.size == 0 or seg.end_offset <= start_offset:
                 continue
             self._touch(seg)
-            used, done = seg.read(start_offset, stop_offset, max_bytes - taken, not out, validate, out)
+            used, wanted = seg.read(start_offset, wanted, max_bytes - taken, not out, validate, out)
             taken += used
-            if done:
+            if wanted <= 0:
                 break
         return out
 
@@ -336,6 +364,7 @@ class LocalPartitionLog:
             seg.delete()
             self._sealed_bytes -= seg.size
         del self._segments[:n]
+        self._generation += 1
         fsync_dir(self.directory)
         return n
 
@@ -358,6 +387,8 @@ class LocalPartitionLog:
             seg.delete()
         self._open_sealed.clear()
         self._segments = []
+        self._generation += 1
+        self._clean_offset = self._tombstone_due_us = 0
         self._fenced = None
         self._sealed_bytes = 0
         self._unsynced_messages = self._unsynced_bytes = 0
@@ -383,6 +414,8 @@ class LocalPartitionLog:
         if self._fenced is not None:
             self._repair()
         offset = max(offset, self.log_start_offset)
+        self._generation += 1
+        self._clean_offset = min(self._clean_offset, offset)
         i = self._find(offset)
         seg = self._segments[i]
         position, cut_offset, max_ts = seg.cut_point(offset)
@@ -397,6 +430,64 @@ class LocalPartitionLog:
         self._sealed_bytes = sum(s.size for s in self._segments[:-1])
         self._unsynced_messages = self._unsynced_bytes = 0
         fsync_dir(self.directory)
+
+    # -- compaction ------------------------------------------------------------
+
+    def plan_compaction(self, now_us: int, max_dirty_bytes: int = compaction.DEFAULT_MAX_DIRTY_BYTES) -> compaction.Job | None:
+        """A compaction pass due now (see :mod:`.compaction`), or None. The job is run
+        with :func:`compaction.run` (off the event loop) and applied with
+        :meth:`finish_compaction`; one at a time per log (``compacting``)."""
+        self._check_open()
+        if self.compacting or self._fenced is not None:
+            return None
+        clean = max(self._clean_offset, self.log_start_offset)
+        planned = compaction.plan(self.segments(), self.policy, clean, self._tombstone_due_us, now_us, max_dirty_bytes)
+        if planned is None:
+            return None
+        sources, dirty_from = planned
+        self.compacting = True
+        return compaction.Job(
+            self.directory,
+            self._generation,
+            sources,
+            dirty_from,
+            sources[-1].end_offset,
+            now_us,
+            self.policy.delete_retention_us,
+            self.policy.index_interval_bytes,
+        )
+
+    def run_compaction(self, job: compaction.Job) -> compaction.Job:
+        """The heavy part of a pass (:func:`compaction.run`): reads and writes files only,
+        so it runs in a worker thread. It stops early when the log is closed."""
+        return compaction.run(job, lambda: self._closed)
+
+    def finish_compaction(self, job: compaction.Job | None, step=lambda _: None) -> int:
+        """Swap a finished job's segments in (:func:`compaction.swap_files`) and replace them
+        in memory; returns the messages removed. A job made stale by a deletion,
+        purge or truncation since it was planned is discarded (returns 0). ``None``
+        (the run failed) only clears ``compacting``. ``step``: see ``swap_files``."""
+        self.compacting = False
+        if job is None:
+            return 0
+        if self._closed or job.generation != self._generation or len(job.results) != len(job.sources):
+            compaction.discard(job)
+            return 0
+        by_start = {s.start_offset: i for i, s in enumerate(self._segments)}
+        compaction.swap_files(self.directory, [r.start_offset for r in job.results], step)
+        for r in job.results:
+            i = by_start[r.start_offset]
+            old = self._segments[i]
+            self._open_sealed.pop(old.start_offset, None)
+            old.release()
+            self._segments[i] = Segment(
+                self.directory, r.start_offset, old.end_offset, r.size, r.max_timestamp_us, self.policy.index_interval_bytes
+            )
+            self._sealed_bytes += r.size - old.size
+        self._generation += 1
+        self._clean_offset = job.clean_offset
+        self._tombstone_due_us = job.tombstone_due_us
+        return job.removed_messages
 
     def close(self) -> None:
         """Sync and close files; the object is unusable afterwards (StorageError).

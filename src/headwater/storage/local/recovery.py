@@ -48,6 +48,7 @@ from headwater.codec import batch as codec_batch
 from headwater.codec.batch import BATCH_HEADER_SIZE, BATCH_RESERVED_OFFSET
 from headwater.storage.api import CorruptSegment, RecoveryOutcome
 
+from .compaction import finish_interrupted
 from .index import ENTRY_SIZE, decode_entries, is_well_formed, read_index_file, write_index_file
 from .segment import (
     INDEX_SUFFIX,
@@ -90,6 +91,7 @@ class RecoveryReport:
     directory: str
     segments: list[RecoveredSegment] = field(default_factory=list)
     removed_files: list[str] = field(default_factory=list)
+    compaction_notes: list[str] = field(default_factory=list)  # an interrupted compaction swap finished or undone
 
     @property
     def truncated_bytes(self) -> int:
@@ -111,6 +113,7 @@ class RecoveryReport:
             elif s.index_rewritten:
                 notes.append(f"{name}: index repaired")
         notes += [f"removed leftover {name}" for name in self.removed_files]
+        notes += self.compaction_notes
         return RecoveryOutcome(
             truncated_bytes=self.truncated_bytes,
             rebuilt_indexes=self.rebuilt_indexes,
@@ -131,6 +134,10 @@ def recover_partition(directory: str, index_interval_bytes: int) -> RecoveryRepo
     """
     report = RecoveryReport(directory)
     names = os.listdir(directory)
+    finished = finish_interrupted(directory, names)
+    if finished:
+        report.compaction_notes.extend(finished)
+        names = os.listdir(directory)
     logs = sorted(s for s in (parse_segment_name(n, LOG_SUFFIX) for n in names) if s is not None)
     log_set = set(logs)
     for name in names:
@@ -143,7 +150,9 @@ def recover_partition(directory: str, index_interval_bytes: int) -> RecoveryRepo
     sizes = [os.path.getsize(os.path.join(directory, segment_name(start) + LOG_SUFFIX)) for start in logs]
     for i, start in enumerate(logs):
         data_follows = any(sizes[i + 1 :])
-        seg = recover_segment(directory, start, index_interval_bytes, data_follows=data_follows)
+        seg = recover_segment(
+            directory, start, index_interval_bytes, data_follows=data_follows, sealed=i < len(logs) - 1
+        )
         if previous is not None and seg.start_offset < previous.end_offset:
             raise CorruptSegment(
                 f"{os.path.join(directory, segment_name(start) + LOG_SUFFIX)}: starts at offset "
@@ -185,7 +194,7 @@ def _check_batch(reader: ChunkReader, position: int, file_size: int):
         return "partial batch", None, None
     view = reader.view(position, length)
     try:
-        codec_batch.verify(view)
+        codec_batch.verify(view, check_offset_deltas=False)  # compaction leaves gaps
     except Exception as exc:  # any codec error means these are not the bytes written
         return f"verify failed: {exc}", None, None
     return "ok", fields, view
@@ -198,6 +207,7 @@ def _walk(
     expected: int,
     entries: array,
     interval: int,
+    gaps: bool = False,
 ) -> tuple[_Walk, bool]:
     """Walk and verify batches from ``position``; add sparse index entries for
     batches past the last entry. Returns the walk and whether entries were added."""
@@ -206,12 +216,12 @@ def _walk(
     max_ts = 0
     reason = "end"
     while position < file_size:
-        status, fields, _ = _check_batch(reader, position, file_size)
+        status, fields, view = _check_batch(reader, position, file_size)
         if status != "ok":
             reason = status
             break
         base_offset, base_ts, length, count = fields
-        if base_offset != expected:
+        if base_offset < expected or (base_offset != expected and not gaps):  # compaction leaves gaps
             reason = f"base_offset {base_offset}, expected {expected}"
             break
         if position > last_indexed and (last_indexed < 0 or position - last_indexed >= interval):
@@ -220,7 +230,7 @@ def _walk(
             added = True
         if base_ts > max_ts:
             max_ts = base_ts
-        expected = base_offset + count
+        expected = codec_batch.last_offset(view) + 1  # base + count, unless compaction left gaps
         position += length
     return _Walk(position, expected, max_ts, reason), added
 
@@ -284,10 +294,12 @@ def intact_batch_after(
 
 
 def recover_segment(
-    directory: str, start_offset: int, index_interval_bytes: int, *, data_follows: bool = False
+    directory: str, start_offset: int, index_interval_bytes: int, *, data_follows: bool = False, sealed: bool = False
 ) -> RecoveredSegment:
     """Recover one segment's ``.log`` and ``.index`` in place (see module doc).
 
+    ``sealed``: a later segment exists, so this one may have been compacted:
+    gaps between its batches' offsets are allowed (elsewhere a gap is damage).
     ``data_follows``: a later segment of the partition holds bytes, so this
     one was sealed (synced) and cannot have a torn tail.
 
@@ -337,7 +349,7 @@ def recover_segment(
         if rebuild:
             entries = array("Q")
             position, expected = 0, start_offset
-        walk, added = _walk(reader, file_size, position, expected, entries, index_interval_bytes)
+        walk, added = _walk(reader, file_size, position, expected, entries, index_interval_bytes, sealed)
         cut = file_size - walk.end
         zeros = walk.reason == "zeros"
         if cut:

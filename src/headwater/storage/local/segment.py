@@ -373,29 +373,46 @@ class Segment:
             return 0, self.start_offset
         return floor[1], floor[0]
 
+    def first_timestamp_us(self) -> int | None:
+        """base_timestamp of the first batch (from the index's first entry), None when empty."""
+        if self.size == 0:
+            return None
+        self.acquire()
+        return self._index.entry(0)[1] if len(self._index) else None
+
     def read(
         self,
         start_offset: int,
-        stop_offset: int,
+        wanted: int,
         max_bytes: int,
         need_one: bool,
         validate: bool,
         out: list,
-    ) -> tuple[int, bool]:
+    ) -> tuple[int, int]:
         """Append to ``out`` whole batches holding offsets >= ``start_offset``.
 
-        Stops after the batch reaching ``stop_offset`` (exclusive bound on the
-        offsets wanted) or before one that would pass ``max_bytes``; the first
+        Stops once the batches taken hold ``wanted`` messages at or past
+        ``start_offset`` or before one that would pass ``max_bytes``; the first
         batch is taken regardless of ``max_bytes`` when ``need_one``. Returns
-        (bytes taken, done). Raises CorruptSegment naming the file and byte
-        position on a malformed header, an offset gap, or (``validate``) a
-        batch that fails ``batch.verify``.
+        (bytes taken, messages still wanted: <= 0 when done, also set to 0 when
+        stopped by ``max_bytes``).
+
+        Offsets may have gaps (compaction): a batch holds offsets from its
+        ``base_offset`` up to the next batch's (the segment's ``end_offset`` for
+        the last), its frames' ``offset_delta`` saying which; in a sealed segment
+        batches are only required to start past the previous one's
+        ``base_offset + message_count - 1`` (the active one is never compacted).
+        A batch whose first message is below ``start_offset`` counts
+        ``message_count - (start_offset - base_offset)`` messages (exact without
+        gaps, an underestimate with them). Raises CorruptSegment naming the file
+        and byte position on a malformed header, offsets going backwards, or
+        (``validate``) a batch that fails ``batch.verify``.
         """
         self.acquire()
         end = self.size
         position, expected = self._locate(start_offset)
         per_message = self.size / max(1, self.end_offset - self.start_offset)
-        estimate = int(per_message * max(1, stop_offset - start_offset)) + self.index_interval_bytes + 4096
+        estimate = int(per_message * max(1, wanted)) + self.index_interval_bytes + 4096
         cap = max(_CHUNK_MIN, min(max_bytes + self.index_interval_bytes + 4096, _CHUNK_MAX))
         reader = ChunkReader(self._fd, end, max(_CHUNK_MIN, min(estimate, cap)))
         taken = 0
@@ -406,29 +423,37 @@ class Segment:
             base_offset, base_ts, length, count = unpack_header(head, 0)
             if length < MIN_BATCH_SIZE or position + length > end or count == 0:
                 raise self._corrupt(position, f"batch_length {length} / message_count {count} do not fit")
-            if base_offset != expected:
+            if base_offset < expected or (base_offset != expected and not self.sealed):  # gaps: compacted
                 raise self._corrupt(position, f"base_offset {base_offset}, expected {expected}")
             expected = base_offset + count
             if expected <= start_offset:
-                position += length
-                continue
+                # without gaps the batch ends below the start; with them it may reach the next base
+                following = position + length
+                if following + BATCH_HEADER_SIZE <= end:
+                    next_base = unpack_header(reader.view(following, BATCH_HEADER_SIZE), 0)[0]
+                else:
+                    next_base = self.end_offset
+                if next_base <= start_offset:
+                    position = following
+                    continue
             if not need_one and taken + length > max_bytes:
-                return taken, True
+                return taken, 0
             if reader.chunk_bytes < cap:  # taking batches: read further ahead next time
                 reader.chunk_bytes = min(reader.chunk_bytes * 2, cap)
             view = reader.view(position, length)
             if validate:
                 try:
-                    codec_batch.verify(view)
+                    codec_batch.verify(view, check_offset_deltas=False)
                 except Exception as exc:  # any codec error: the bytes are not what was written
                     raise self._corrupt(position, f"verify failed: {exc}") from exc
             out.append(view)
             taken += length
             need_one = False
-            if expected >= stop_offset:
-                return taken, True
+            wanted -= max(0, count - (start_offset - base_offset)) if base_offset < start_offset else count
+            if wanted <= 0:
+                return taken, wanted
             position += length
-        return taken, False
+        return taken, wanted
 
     def offset_for_timestamp(self, timestamp_us: int) -> int | None:
         """base_offset of the first batch with base_timestamp >= ``timestamp_us``, or None.

@@ -123,6 +123,21 @@ def test_valid_produce_batches_convert_identically(recs, codec, kw):
     same_on_both(convert.kafka_to_iggy, kafka_batch(recs, codec), NOW_MS, **kw)
 
 
+@settings(deadline=None, max_examples=20, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    sizes=st.lists(st.tuples(st.integers(0, 130_000), st.integers(0, 60_000), st.booleans()), min_size=1, max_size=3),
+    small=st.booleans(),
+)
+def test_records_too_big_for_user_headers_convert_identically(sizes, small):
+    """A key or headers past the 100 000-byte user-headers cap: both loops decline and the
+    reference puts them in the payload prefix; all three agree (and small records beside them)."""
+    recs = [(b"k" * k, None if null else b"v", [(b"h", b"x" * h)] if h else [], NOW_MS) for k, h, null in sizes]
+    if small:
+        recs.append((b"key", b"value", [], NOW_MS))
+    result = same_on_both(convert.kafka_to_iggy, kafka_batch(recs), NOW_MS)
+    assert result[0] == "ok"
+
+
 mutations = st.lists(
     st.tuples(
         st.sampled_from(["flip", "byte", "varint", "truncate", "insert", "delete", "count"]),

@@ -95,7 +95,9 @@ def test_config_mapping(tmp_path):
     options, settings = configs.split({"retention.ms": "1000", "retention.bytes": str(4 << 20), "max.message.bytes": "77"}, 2)
     assert options == {"message_expiry": 1_000_000, "max_topic_size": 8 << 20, "segment_size": 8 << 20}
     assert settings == {"max_batch_bytes": 77}
-    for bad in ({"retention.ms": "x"}, {"cleanup.policy": "compact"}, {"nope": "1"}, {"retention.bytes": "-5"}):
+    for bad in ({"retention.ms": "x"}, {"cleanup.policy": "shred"}, {"nope": "1"}, {"retention.bytes": "-5"},
+                {"compression.type": "brotli"}, {"min.cleanable.dirty.ratio": "2"}, {"segment.ms": "0"},
+                {"message.format.version": "latest"}, {"delete.retention.ms": "-1"}):
         with pytest.raises(configs.ConfigError):
             configs.split(bad, 1)
     broker = Broker(open_engine(str(tmp_path)))
@@ -152,5 +154,39 @@ def test_fetch_long_poll_parks_until_an_append(tmp_path):
             assert part.high_watermark == 1 and b"wake" in part.records
 
         asyncio.run(go())
+    finally:
+        broker.close()
+
+
+def test_compaction_and_kafka_only_configs(tmp_path):
+    options, settings = configs.split(
+        {"cleanup.policy": "compact,delete", "segment.ms": "100", "delete.retention.ms": "250",
+         "min.cleanable.dirty.ratio": "0.01", "max.compaction.lag.ms": "9223372036854775807",
+         "compression.type": "zstd", "message.format.version": "2.8-IV1"}, 1)
+    assert options["cleanup_policy"] == "compact,delete" and options["segment_roll"] == 100_000
+    assert options["delete_retention"] == 250_000 and options["max_compaction_lag"] == "never"
+    assert settings == {"compression_type": "zstd", "message_format_version": "2.8-IV1"}
+    broker = Broker(open_engine(str(tmp_path)))
+    try:
+        s = broker.create_stream("kafka")
+        t = broker.create_topic(s.id, "t", 1, options)
+        broker.update_topic_settings(t, settings)
+        d = {c.name: c for c in configs.describe(broker, t)}
+        assert d["cleanup.policy"].value == "compact,delete" and not d["cleanup.policy"].is_default
+        assert d["segment.ms"].value == "100" and d["delete.retention.ms"].value == "250"
+        assert d["max.compaction.lag.ms"].value == str(2**63 - 1)
+        assert d["compression.type"].value == "zstd" and configs.fetch_compression(broker, t) == 4
+        assert d["message.format.version"].value == "2.8-IV1"
+        assert configs.apply_list_op(broker, t, "cleanup.policy", False, "delete") == "compact"
+        assert configs.apply_list_op(broker, t, "cleanup.policy", True, "delete") == "compact,delete"
+        with pytest.raises(configs.ConfigError):
+            configs.apply_list_op(broker, t, "cleanup.policy", False, "compact,delete")  # empty
+        with pytest.raises(configs.ConfigError):
+            configs.apply_list_op(broker, t, "retention.ms", True, "5")  # not a list
+        configs.alter(broker, t, {"cleanup.policy": None, "segment.ms": None, "compression.type": None}, False)
+        d = {c.name: c for c in configs.describe(broker, t)}
+        assert d["cleanup.policy"].value == "delete" and d["segment.ms"].value == str(2**63 - 1)
+        assert d["compression.type"].value == "producer" and configs.fetch_compression(broker, t) == 0
+        assert not t.options.compact
     finally:
         broker.close()

@@ -34,6 +34,8 @@ async def send_messages(ctx: Context, req: w.SendMessages) -> bytes:
     else:
         p = ctx.broker.route(t, "balanced", None)
     batch = req.batch if not isinstance(req.batch.obj, bytes) else bytearray(req.batch)
+    if t.options.compact:
+        ctx.broker.check_compaction_keys(batch)
     done = ctx.broker.append(p, batch)
     if done.durable is not None:  # enforce_fsync: reply once a sync covering the batch returned
         await done.durable
@@ -114,7 +116,7 @@ def poll_messages(ctx: Context, req: w.PollMessages) -> list:
     batches, n = p.read(start, req.count, ctx.frontend.config.max_frame_size)
     current = max(p.high_watermark - 1, 0)
     if req.auto_commit and n:
-        ctx.broker.commit(p, kind, name, max(start, p.log_start_offset) + n)
+        ctx.broker.commit(p, kind, name, p.next_offset_after(batches, start))
     return [w.encode_poll_prefix(p.id, current, n), *batches]
 
 

@@ -27,6 +27,11 @@ _TYPES = {
     "segment.bytes": TYPE_INT,
     "max.message.bytes": TYPE_INT,
     "cleanup.policy": TYPE_LIST,
+    "min.cleanable.dirty.ratio": 6,  # DOUBLE
+    "min.compaction.lag.ms": TYPE_LONG,
+    "max.compaction.lag.ms": TYPE_LONG,
+    "delete.retention.ms": TYPE_LONG,
+    "segment.ms": TYPE_LONG,
     "min.insync.replicas": TYPE_INT,
 }
 

@@ -45,6 +45,7 @@ from ....codec.kafka.convert import iggy_to_kafka
 from ....core import errors as core_errors
 from .. import errors
 from ....codec.kafka.messages import ms
+from ..configs import fetch_compression
 from ..names import topic_id
 from ..registry import ApiKey, Context, kafka_api
 
@@ -68,17 +69,18 @@ class ConversionCache:
     def __init__(self, max_bytes: int = CACHE_MAX_BYTES):
         self.max_bytes = max_bytes
         self.size = 0
-        self._entries: OrderedDict[tuple[int, int, int], bytes] = OrderedDict()
+        self._entries: OrderedDict[tuple[int, int, int, int], bytes] = OrderedDict()
 
-    def convert(self, batch) -> bytes:
-        """The RecordBatch v2 for one stored Iggy batch (from the cache, or converted and kept)."""
-        key = _KEY.unpack_from(batch, 0)
+    def convert(self, batch, compression: int = 0) -> bytes:
+        """The RecordBatch v2 for one stored Iggy batch (from the cache, or converted and kept),
+        its records compressed with ``compression`` (the topic's compression.type)."""
+        key = (*_KEY.unpack_from(batch, 0), compression)
         entries = self._entries
         found = entries.get(key)
         if found is not None:
             entries.move_to_end(key)
             return found
-        converted = iggy_to_kafka(batch, partition_leader_epoch=0)
+        converted = iggy_to_kafka(batch, partition_leader_epoch=0, compression=compression)
         if len(converted) <= self.max_bytes:
             entries[key] = converted
             self.size += len(converted)
@@ -90,7 +92,7 @@ class ConversionCache:
 _cache = ConversionCache()
 
 
-def _read(ctx: Context, p, offset: int, limit: int, min_one: bool) -> tuple[int, int, int, list[bytes]]:
+def _read(ctx: Context, p, offset: int, limit: int, min_one: bool, compression: int = 0) -> tuple[int, int, int, list[bytes]]:
     """(error, high_watermark, log_start, record batches) for one partition.
 
     Whole batches within ``limit`` bytes; with ``min_one`` the first batch
@@ -111,7 +113,7 @@ def _read(ctx: Context, p, offset: int, limit: int, min_one: bool) -> tuple[int,
     size = 0
     convert = _cache.convert
     for b in stored:
-        kafka_batch = convert(b)
+        kafka_batch = convert(b, compression)
         if size + len(kafka_batch) > limit and (out or not min_one):
             break
         out.append(kafka_batch)
@@ -181,7 +183,10 @@ def _collect(ctx: Context, plan: dict, resolved: dict, seen: dict, max_bytes: in
             failed = True
             continue
         partitions.append(p)
-        code, hw, start, batches = _read(ctx, p, fp.fetch_offset, min(fp.partition_max_bytes, remaining), total == 0)
+        code, hw, start, batches = _read(
+            ctx, p, fp.fetch_offset, min(fp.partition_max_bytes, remaining), total == 0,
+            fetch_compression(ctx.broker, topic),
+        )
         size = sum(len(b) for b in batches)
         total += size
         remaining -= size

@@ -1,17 +1,18 @@
-"""IncrementalAlterConfigs (key 44), versions 0-1: SET or DELETE single topic configs.
+"""IncrementalAlterConfigs (key 44), versions 0-1: change single topic configs.
 
-v1 is flexible. Operations: 0 SET, 1 DELETE (back to the default); APPEND
-(2) and SUBTRACT (3) apply to list configs only, and the only list config,
-cleanup.policy, is fixed: INVALID_CONFIG. See ``configs.py``.
+v1 is flexible. Operations: 0 SET, 1 DELETE (back to the default), 2 APPEND
+and 3 SUBTRACT (comma-separated items added to / removed from a list config,
+cleanup.policy here; on another config, or leaving the list empty,
+INVALID_CONFIG). Operations on one resource apply in order. See ``configs.py``.
 """
 
 from __future__ import annotations
 
-from .. import errors
+from .. import configs, errors
 from ..registry import ApiKey, Context, kafka_api
 from .alter_configs import apply
 
-SET, DELETE = 0, 1
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
 @kafka_api(ApiKey.INCREMENTAL_ALTER_CONFIGS, versions=(0, 1))
@@ -25,6 +26,16 @@ def incremental_alter_configs(ctx: Context, request):
                 changes[c.name] = c.value
             elif c.config_operation == DELETE:
                 changes[c.name] = None
+            elif c.config_operation in (APPEND, SUBTRACT):
+                topic = ctx.frontend.names.resolve(r.resource_name) if r.resource_type == 2 else None
+                if topic is None:
+                    continue  # apply() answers the unknown topic or resource type
+                try:
+                    changes[c.name] = configs.apply_list_op(
+                        ctx.broker, topic, c.name, c.config_operation == APPEND, c.value
+                    )
+                except configs.ConfigError as e:
+                    code, message = errors.INVALID_CONFIG, str(e)
             else:
                 code, message = errors.INVALID_CONFIG, f"operation {c.config_operation} on {c.name!r} is not supported"
         if code == 0:

@@ -87,7 +87,7 @@ def _produce_partition(ctx: Context, topic, index: int, records, now_ms: int, st
             return _partition_error(
                 ctx, index, errors.MESSAGE_TOO_LARGE, f"batch of {len(batches[0])} bytes is over max.message.bytes {limit}"
             )
-        iggy, info = kafka_to_iggy(batches[0], now_ms)
+        iggy, info = kafka_to_iggy(batches[0], now_ms, require_key=topic.options.compact)
         if info.is_transactional:
             return _partition_error(ctx, index, INVALID_TXN_STATE, "transactions are not supported")
         batch = bytearray(iggy)
