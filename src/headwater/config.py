@@ -107,6 +107,10 @@ class KafkaConfig:
     max_connection_buffer_bytes: int = 4 * 1024 * 1024  # responses queued per connection before it stops reading
     frame_receive_timeout_s: float = 60.0  # a request not whole this long after its first byte: closed
     send_stall_timeout_s: float = 60.0  # queued responses the client has not read from for this long: dropped
+    # SASL (docs/security.md)
+    sasl_enabled_mechanisms: str = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"  # comma-separated; "" turns SASL off
+    authentication_required: bool = False  # true: only ApiVersions and SASL until a client authenticates
+    connections_max_reauth_ms: int = 0  # Kafka's connections.max.reauth.ms: session lifetime; 0 = unlimited
 
 
 @dataclass(frozen=True)
@@ -225,6 +229,12 @@ def _check_value(dotted: str, value: Any, where: str) -> Any:
         value = value.lower()
     elif dotted == "kafka.default_partitions" and value > MAX_PARTITIONS:
         raise ConfigError(where, f"{value} is above the maximum {MAX_PARTITIONS} partitions per topic")
+    elif dotted == "kafka.sasl_enabled_mechanisms":
+        names = [m.strip().upper() for m in value.split(",") if m.strip()]
+        unknown = [m for m in names if m not in SASL_MECHANISMS]
+        if unknown:
+            raise ConfigError(where, f"unknown SASL mechanism {unknown[0]!r} (known: {', '.join(SASL_MECHANISMS)})")
+        value = ",".join(dict.fromkeys(names))
     elif dotted == "kafka.stream":
         try:
             validate_name(value, "stream", ValueError)
@@ -271,6 +281,9 @@ def _check_all(cfg: Config, sources: Mapping[str, str]) -> Config:
             cfg = replace(cfg, **{section.name: replace(sec, **changes)})
     return cfg
 
+
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+"""The SASL mechanisms the Kafka listener can offer (``kafka.sasl_enabled_mechanisms``)."""
 
 LISTENER_ADDRESSES = ("tcp.address", "kafka.address", "http.address", "quic.address", "websocket.address")
 """The ``address`` key of every listener section (QUIC's is a UDP port, the others TCP)."""
