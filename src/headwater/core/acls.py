@@ -242,13 +242,11 @@ def iggy_grants(
     op = Operation(operation)
     if resource_type == ResourceType.TOPIC:
         if op == Operation.READ:
-            return stream_id is not None and c.poll_messages(stream_id, topic_id)
+            return c.poll_messages(stream_id, topic_id)
         if op == Operation.WRITE:
-            return stream_id is not None and c.send_messages(stream_id, topic_id)
+            return c.send_messages(stream_id, topic_id)
         if op == Operation.DESCRIBE:
-            return c.read_topic(stream_id, topic_id) or (
-                stream_id is not None and (c.poll_messages(stream_id, topic_id) or c.send_messages(stream_id, topic_id))
-            )
+            return c.poll_messages(stream_id, topic_id) or c.send_messages(stream_id, topic_id)
         if op == Operation.DESCRIBE_CONFIGS:
             return c.read_topic(stream_id, topic_id)
         if op == Operation.CREATE:
@@ -256,17 +254,17 @@ def iggy_grants(
         return c.manage_topic(stream_id, topic_id)  # DELETE, ALTER, ALTER_CONFIGS
     if resource_type == ResourceType.GROUP:
         if op in (Operation.READ, Operation.DESCRIBE):
-            return stream_id is not None and c.poll_messages(stream_id, None)
+            return c.poll_messages(stream_id, None)
         return c.manage_topic(stream_id)  # DELETE
     if resource_type == ResourceType.TRANSACTIONAL_ID:
-        return stream_id is not None and c.send_messages(stream_id, None)
+        return c.send_messages(stream_id, None)
     if resource_type == ResourceType.CLUSTER:
         if op in (Operation.DESCRIBE, Operation.DESCRIBE_CONFIGS):
             return c.read_servers()
         if op == Operation.CREATE:
             return c.manage_topic(stream_id)
         if op == Operation.IDEMPOTENT_WRITE:
-            return stream_id is not None and c.send_messages(stream_id, None)
+            return c.send_messages(stream_id, None)
         return c.manage_servers()  # ALTER, ALTER_CONFIGS, CLUSTER_ACTION
     return False
 
@@ -274,8 +272,19 @@ def iggy_grants(
 class Authorizer:
     """Decides (subject, operation, resource) over the ACL store and the users' Iggy permissions."""
 
-    def __init__(self, acls: AclStore):
+    def __init__(self, acls: AclStore, kafka_stream: str = "kafka"):
         self.acls = acls
+        self.kafka_stream = kafka_stream  # set by the Kafka front-end from ``[kafka] stream``
+
+    def iggy_topic_allowed(self, user: User | None, iggy_allows: bool, operation: int, stream: str, topic: str) -> bool:
+        """The Iggy protocol's answer for sending (WRITE) to or polling (READ) a topic: a DENY ACL on
+        the topic's Kafka name refuses, an ALLOW ACL allows, else Iggy's own ``iggy_allows`` stands.
+        The Kafka name is the bare topic name in the Kafka stream, ``stream.topic`` elsewhere."""
+        if is_super(user) or not self.acls.bindings:
+            return iggy_allows or is_super(user)
+        name = topic if stream == self.kafka_stream else f"{stream}.{topic}"
+        verdict = self.acl_verdict(Subject.of(user, WILDCARD), operation, ResourceType.TOPIC, name)
+        return iggy_allows if verdict is None else verdict
 
     def _matching(self, who: Subject, resource_type: int, name: str) -> tuple[list[AclBinding], bool]:
         """(the ACLs for this subject on the resource, whether any ACL at all names the resource)."""

@@ -12,7 +12,9 @@ authenticated ``User`` or raises ``AuthenticationFailed``.
   ServerKey (never the password). ``scram_credential`` derives one from a
   SaltedPassword (what Kafka's AlterUserScramCredentials sends) or a password.
   An unknown user gets a full exchange with a made-up salt and fails at the
-  proof, so usernames cannot be probed.
+  proof, so usernames cannot be probed. The client-final nonce must be the
+  combined nonce, or (librdkafka < 2.6.1's bug, accepted by Kafka 3.8.1-3.9)
+  the client's nonce followed by it.
 """
 
 from __future__ import annotations
@@ -143,7 +145,10 @@ class ScramExchange:
         final = msg.parse_client_final(token)
         first, server_first, cred = self._first, self._server_first, self._credential
         assert first is not None and server_first is not None and cred is not None
-        if final.nonce != server_first.nonce:
+        # RFC 5802: the client echoes the combined nonce. librdkafka before 2.6.1 (kcat, many
+        # distributions' packages) prefixes its own nonce once more; Kafka 3.8.1-3.9 accepts that
+        # (the server's nonce is still required, so replays still fail), and so do we.
+        if final.nonce not in (server_first.nonce, first.nonce + server_first.nonce):
             raise AuthenticationFailed("SCRAM nonce mismatch")
         if final.channel_binding != first.gs2_header.encode():
             raise AuthenticationFailed("SCRAM channel binding mismatch")

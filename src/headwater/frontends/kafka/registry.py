@@ -96,6 +96,7 @@ class Context:
     closing: Any = None  # asyncio.Event set at shutdown (long polls return early)
     peer_gone: Callable[[], Awaitable[Any]] | None = None  # fails when the peer closes (parked group requests)
     session: Any = None  # session.Session: the connection's principal and SASL state (None: anonymous)
+    include_operations: bool = False  # the request asked for authorized-operations bit sets (Metadata v8+)
 
     @property
     def config(self) -> KafkaConfig:

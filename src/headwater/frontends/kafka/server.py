@@ -94,6 +94,7 @@ class KafkaFrontend:
         self.advertised_port = port
         self.node_id = NODE_ID
         self.groups = KafkaGroups(config)
+        broker.authorizer.kafka_stream = config.stream
         self.mechanisms = tuple(m for m in config.sasl_enabled_mechanisms.split(",") if m)
 
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, conn: Connection) -> None:
