@@ -111,6 +111,7 @@ class KafkaConfig:
     sasl_enabled_mechanisms: str = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"  # comma-separated; "" turns SASL off
     authentication_required: bool = False  # true: only ApiVersions and SASL until a client authenticates
     connections_max_reauth_ms: int = 0  # Kafka's connections.max.reauth.ms: session lifetime; 0 = unlimited
+    connection_failed_authentication_delay_ms: int = 100  # Kafka's setting (KIP-306): wait before closing
 
 
 @dataclass(frozen=True)

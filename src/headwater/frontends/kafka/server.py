@@ -138,6 +138,9 @@ class KafkaFrontend:
             if session.close_after is not None:
                 log.info("connection closed", extra={"kv": {"peer": conn.peer, "reason": session.close_after}})
                 await conn.drain(writer)
+                # KIP-306: a refused client reads the answer before the connection goes (clients that
+                # see the close first report a lost connection instead of the authentication error)
+                await asyncio.sleep(self.config.connection_failed_authentication_delay_ms / 1000)
                 return
 
     async def _raw_token(self, token: bytes, session: Session) -> list[bytes]:
