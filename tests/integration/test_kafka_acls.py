@@ -85,6 +85,18 @@ def server(tmp_path_factory):
     assert s.stop() == 0
 
 
+def produce_outcomes(server, user: str, records: list[tuple[str, bytes]]) -> list[int]:
+    """Each record's delivery error code (0: delivered) for ``user`` with confluent-kafka, sorted."""
+    from confluent_kafka import Producer
+
+    reports = []
+    p = Producer(conf(server, user))
+    for topic, value in records:
+        p.produce(topic, value, on_delivery=lambda err, msg: reports.append(err))
+    p.flush(20)
+    return sorted(e.code() if e else 0 for e in reports)
+
+
 def _prefixed():
     from confluent_kafka.admin import ResourcePatternType
 
@@ -162,16 +174,12 @@ def test_kafka_python_admin_create_describe_delete(server):
 
 
 def test_confluent_denials(server):
-    from confluent_kafka import Consumer, KafkaError, Producer
+    from confluent_kafka import Consumer, KafkaError
     from confluent_kafka.admin import AdminClient
 
-    reports = []
-    p = Producer(conf(server, "bob"))
-    p.produce("secret", b"no", on_delivery=lambda err, msg: reports.append(err))
-    p.produce("granted", b"yes", on_delivery=lambda err, msg: reports.append(err))
-    p.flush(20)
-    codes = sorted(e.code() if e else 0 for e in reports)
-    assert codes == [0, KafkaError.TOPIC_AUTHORIZATION_FAILED]
+    assert produce_outcomes(server, "bob", [("secret", b"no"), ("granted", b"yes")]) == [
+        0, KafkaError.TOPIC_AUTHORIZATION_FAILED
+    ]
 
     topics = AdminClient(conf(server, "bob")).list_topics(timeout=20).topics
     assert "granted" in topics and "secret" not in topics  # Metadata hides what bob may not describe
@@ -264,14 +272,10 @@ def test_include_authorized_operations(server):
 
 
 def test_iggy_permissions_grant_kafka_operations(server):
-    from confluent_kafka import KafkaError, Producer
+    from confluent_kafka import KafkaError
 
-    reports = []
-    p = Producer(conf(server, "carol"))
-    p.produce("carols", b"mine", on_delivery=lambda err, msg: reports.append(err))
-    p.produce("granted", b"not mine", on_delivery=lambda err, msg: reports.append(err))
-    p.flush(20)
-    assert sorted(e.code() if e else 0 for e in reports) == [0, KafkaError.TOPIC_AUTHORIZATION_FAILED]
+    outcomes = produce_outcomes(server, "carol", [("carols", b"mine"), ("granted", b"not mine")])
+    assert outcomes == [0, KafkaError.TOPIC_AUTHORIZATION_FAILED]
 
 
 def test_kafka_acls_apply_over_iggy(server):
