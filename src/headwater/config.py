@@ -374,6 +374,11 @@ def load(
         origin[dotted] = where
     cfg = _check_all(cfg, origin)
     _check_listeners(cfg, origin)
+    if cfg.kafka.authentication_required and not cfg.kafka.sasl_enabled_mechanisms:
+        raise ConfigError(
+            origin.get("kafka.sasl_enabled_mechanisms", "kafka.sasl_enabled_mechanisms"),
+            "kafka.authentication_required is true but no SASL mechanism is enabled: no client could authenticate",
+        )
     return cfg
 
 

@@ -222,7 +222,7 @@ def test_kafka_python_denials(server):
         c.close()
 
 
-def test_aiokafka_denials(server):
+def test_aiokafka_denials(server, caplog):
     import aiokafka
     from aiokafka.errors import TopicAuthorizationFailedError
 
@@ -235,8 +235,18 @@ def test_aiokafka_denials(server):
             await p.send_and_wait("granted", b"aio")
         finally:
             await p.stop()
+        c = aiokafka.AIOKafkaConsumer(**py_conf(server, "bob"), auto_offset_reset="earliest")
+        await c.start()
+        try:
+            topics = await c.topics()
+            assert "granted" in topics and "secret" not in topics  # Metadata hides it
+            c.assign([aiokafka.TopicPartition("secret", 0)])
+            assert await c.getmany(timeout_ms=1000) == {}  # aiokafka logs the refusal and returns nothing
+        finally:
+            await c.stop()
 
     asyncio.run(go())
+    assert "Topic secret is not authorized" in caplog.text
 
 
 @pytest.mark.skipif(KCAT is None, reason="kcat is not installed (.ci/run installs it as root)")
