@@ -187,11 +187,32 @@ class AclStore:
 
     def __init__(self, persist: Callable[[str, Any], None], records: Iterable[dict[str, Any]] = ()):
         self._persist = persist
-        self.bindings: list[AclBinding] = [AclBinding(**r) for r in records]
+        self.bindings: list[AclBinding] = []
+        self._literal: dict[tuple[int, str], list[AclBinding]] = {}  # (type, name or "*") -> bindings
+        self._prefixed: dict[int, list[AclBinding]] = {}  # type -> PREFIXED bindings
+        self._index([AclBinding(**r) for r in records])
+
+    def _index(self, bindings: list[AclBinding]) -> None:
+        literal: dict[tuple[int, str], list[AclBinding]] = {}
+        prefixed: dict[int, list[AclBinding]] = {}
+        for b in bindings:
+            if b.pattern_type == PatternType.PREFIXED:
+                prefixed.setdefault(b.resource_type, []).append(b)
+            else:
+                literal.setdefault((b.resource_type, b.resource_name), []).append(b)
+        self.bindings, self._literal, self._prefixed = bindings, literal, prefixed
 
     def _save(self, bindings: list[AclBinding]) -> None:
         self._persist("acls", [asdict(b) for b in bindings])  # durable first: a failed write changes nothing
-        self.bindings = bindings
+        self._index(bindings)
+
+    def on_resource(self, resource_type: int, name: str) -> list[AclBinding]:
+        """Every binding whose pattern matches the resource (its literal name, ``*``, or a prefix of it)."""
+        found = self._literal.get((resource_type, name), []) + self._literal.get((resource_type, WILDCARD), [])
+        prefixed = self._prefixed.get(resource_type)
+        if prefixed:
+            found += [b for b in prefixed if name.startswith(b.resource_name)]
+        return found
 
     def create(self, bindings: list[AclBinding]) -> None:
         """Store the new ones (an existing identical binding is kept once, as Kafka does)."""
@@ -288,7 +309,7 @@ class Authorizer:
 
     def _matching(self, who: Subject, resource_type: int, name: str) -> tuple[list[AclBinding], bool]:
         """(the ACLs for this subject on the resource, whether any ACL at all names the resource)."""
-        on_resource = [b for b in self.acls.bindings if b.matches_resource(resource_type, name)]
+        on_resource = self.acls.on_resource(resource_type, name)
         mine = [
             b for b in on_resource
             if b.principal in (who.principal, "User:*") and b.host in (who.host, WILDCARD)
