@@ -20,7 +20,12 @@ What closes the connection (and only it): a size below 8 or above the cap,
 an API key or version that is not registered (except ApiVersions, answered
 in v0 with UNSUPPORTED_VERSION and its own range, as Kafka does), a header
 or body that does not decode, a handler raising ``errors.CloseConnection``
-(a failed acks=0 Produce), or a handler failing unexpectedly.
+(a failed acks=0 Produce), or a handler failing unexpectedly. SASL adds
+(``session.Session``, docs/security.md): a request other than ApiVersions and
+SASL before authentication when ``authentication_required``, any request after
+the session's end (``connections_max_reauth_ms``), and a refused SASL exchange
+(answered first, closed ``connection_failed_authentication_delay_ms`` later).
+After SaslHandshake v0, frames are bare SASL tokens until the exchange ends.
 """
 
 from __future__ import annotations
