@@ -71,16 +71,21 @@ def server(tmp_path_factory):
         perms = ig.Permissions(streams={stream.id: ig.StreamPermissions(topics={carols.id: ig.TopicPermissions(send_messages=True)})})
         await c.create_user("carol", PW, ig.UserStatus.Active, perms)
 
-    asyncio.run(users())
-    admin = root_admin(s)
     grants = [
         acl(Rt.TOPIC, "granted", "User:bob", Op.WRITE, Perm.ALLOW),
         acl(Rt.TOPIC, "granted", "User:bob", Op.READ, Perm.ALLOW),
         acl(Rt.GROUP, "bob-", "User:bob", Op.READ, Perm.ALLOW, pattern=_prefixed()),
         acl(Rt.TOPIC, "secret", "User:iggy", Op.ALL, Perm.ALLOW),  # names "secret": anonymous loses it
     ]
-    for f in admin.create_acls(grants).values():
-        assert f.result(20) is None
+    try:
+        asyncio.run(users())
+        admin = root_admin(s)
+        for f in admin.create_acls(grants).values():
+            assert f.result(20) is None
+        del admin
+    except BaseException:
+        s.kill()  # no server left behind by a failed setup
+        raise
     yield s
     assert s.stop() == 0
 

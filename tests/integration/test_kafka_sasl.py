@@ -74,10 +74,14 @@ def add_scram(server, user: str, password: str) -> None:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     s = start(tmp_path_factory)
-    # alice: an Iggy user with rights to produce, consume and create topics (global Iggy permissions)
-    perms = ig.Permissions(ig.GlobalPermissions(manage_topics=True, read_topics=True, poll_messages=True, send_messages=True))
-    asyncio.run(iggy_create_user(s, "alice", PASSWORD, perms))
-    add_scram(s, "alice", PASSWORD)
+    try:
+        # alice: an Iggy user with rights to produce, consume and create topics (global Iggy permissions)
+        perms = ig.Permissions(ig.GlobalPermissions(manage_topics=True, read_topics=True, poll_messages=True, send_messages=True))
+        asyncio.run(iggy_create_user(s, "alice", PASSWORD, perms))
+        add_scram(s, "alice", PASSWORD)
+    except BaseException:
+        s.kill()  # no server left behind by a failed setup
+        raise
     yield s
     assert s.stop() == 0
 
