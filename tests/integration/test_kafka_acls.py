@@ -279,7 +279,12 @@ def test_include_authorized_operations(server):
     root = root_admin(server)
     cluster = root.describe_cluster(include_authorized_operations=True).result(20)
     assert {Op.CREATE, Op.ALTER, Op.DESCRIBE, Op.IDEMPOTENT_WRITE, Op.CLUSTER_ACTION} <= set(cluster.authorized_operations)
-    [group] = bob.describe_consumer_groups(["bob-ok"], include_authorized_operations=True).values()
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer(conf(server, "bob", **{"group.id": "bob-ops"}))  # a group known by its committed offset
+    c.commit(offsets=[TopicPartition("granted", 0, 0)], asynchronous=False)
+    c.close()
+    [group] = bob.describe_consumer_groups(["bob-ops"], include_authorized_operations=True).values()
     assert set(group.result(20).authorized_operations) == {Op.READ, Op.DESCRIBE}
 
 
