@@ -129,6 +129,11 @@ class KafkaConfig:
     tls_enabled: bool = False
     tls_cert_file: str = ""
     tls_key_file: str = ""
+    # SASL (docs/security.md)
+    sasl_enabled_mechanisms: str = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"  # comma-separated; "" turns SASL off
+    authentication_required: bool = False  # true: only ApiVersions and SASL until a client authenticates
+    connections_max_reauth_ms: int = 0  # Kafka's connections.max.reauth.ms: session lifetime; 0 = unlimited
+    connection_failed_authentication_delay_ms: int = 100  # Kafka's setting (KIP-306): wait before closing
 
 
 @dataclass(frozen=True)
@@ -266,6 +271,12 @@ def _check_value(dotted: str, value: Any, where: str) -> Any:
         value = value.lower()
     elif dotted == "kafka.default_partitions" and value > MAX_PARTITIONS:
         raise ConfigError(where, f"{value} is above the maximum {MAX_PARTITIONS} partitions per topic")
+    elif dotted == "kafka.sasl_enabled_mechanisms":
+        names = [m.strip().upper() for m in value.split(",") if m.strip()]
+        unknown = [m for m in names if m not in SASL_MECHANISMS]
+        if unknown:
+            raise ConfigError(where, f"unknown SASL mechanism {unknown[0]!r} (known: {', '.join(SASL_MECHANISMS)})")
+        value = ",".join(dict.fromkeys(names))
     elif dotted == "kafka.stream":
         try:
             validate_name(value, "stream", ValueError)
@@ -312,6 +323,9 @@ def _check_all(cfg: Config, sources: Mapping[str, str]) -> Config:
             cfg = replace(cfg, **{section.name: replace(sec, **changes)})
     return cfg
 
+
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+"""The SASL mechanisms the Kafka listener can offer (``kafka.sasl_enabled_mechanisms``)."""
 
 LISTENER_ADDRESSES = ("tcp.address", "kafka.address", "http.address", "quic.address", "websocket.address")
 """The ``address`` key of every listener section (QUIC's is a UDP port, the others TCP)."""
@@ -401,6 +415,11 @@ def load(
         origin[dotted] = where
     cfg = _check_all(cfg, origin)
     _check_listeners(cfg, origin)
+    if cfg.kafka.authentication_required and not cfg.kafka.sasl_enabled_mechanisms:
+        raise ConfigError(
+            origin.get("kafka.sasl_enabled_mechanisms", "kafka.sasl_enabled_mechanisms"),
+            "kafka.authentication_required is true but no SASL mechanism is enabled: no client could authenticate",
+        )
     return cfg
 
 

@@ -226,3 +226,13 @@ def test_tcp_listeners_on_one_port_are_refused_and_quic_may_share_a_port_number(
     assert e.option == "HEADWATER_WEBSOCKET_ADDRESS" and "http listener" in e.problem
     cfg = load(env={"HEADWATER_QUIC_ADDRESS": "127.0.0.1:8090"})
     assert cfg.quic.address == "127.0.0.1:8090"
+
+
+def test_sasl_settings():
+    cfg = load(env={}, overrides={"kafka.sasl_enabled_mechanisms": " scram-sha-512, PLAIN,plain "})
+    assert cfg.kafka.sasl_enabled_mechanisms == "SCRAM-SHA-512,PLAIN"
+    assert not cfg.kafka.authentication_required and cfg.kafka.connections_max_reauth_ms == 0
+    e = refused(env={}, overrides={"kafka.sasl_enabled_mechanisms": "PLAIN,GSSAPI"})
+    assert "GSSAPI" in str(e)
+    e = refused(env={"HEADWATER_KAFKA_AUTHENTICATION_REQUIRED": "true", "HEADWATER_KAFKA_SASL_ENABLED_MECHANISMS": ""})
+    assert "no SASL mechanism" in str(e) and "HEADWATER_KAFKA_SASL_ENABLED_MECHANISMS" in str(e)

@@ -28,6 +28,7 @@ from .catalog import Catalog, Stream, Topic, next_id, validate_name
 from .groups.assigned import AssignedGroup
 from .offsets import CONSUMER, GROUP, Committed, OffsetStore
 from .partition import Appended, Partition, RefusingLog
+from .acls import AclStore, Authorizer
 from .permissions import Permissions
 from .storage_health import GuardedStore, StorageHealth
 from .producers import ProducerStates
@@ -774,6 +775,15 @@ class Broker:
             self._cluster_state.pop(key, None)
         else:
             self._cluster_state[key] = value
+
+    @cached_property
+    def acls(self) -> AclStore:
+        """The ACL bindings (core.acls), kept in the "cluster" store under ``acls``."""
+        return AclStore(self._cluster_put, self._cluster_state.get("acls") or ())
+
+    @cached_property
+    def authorizer(self) -> Authorizer:
+        return Authorizer(self.acls)
 
     @cached_property
     def cluster_id(self) -> str:

@@ -51,6 +51,28 @@ def _token_digest(token: str) -> str:
 
 
 @dataclass(frozen=True, slots=True)
+class ScramCredential:
+    """RFC 5802 server-side credential: salt, iteration count, StoredKey, ServerKey."""
+
+    salt: bytes
+    iterations: int
+    stored_key: bytes
+    server_key: bytes
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "salt": self.salt.hex(),
+            "iterations": self.iterations,
+            "stored_key": self.stored_key.hex(),
+            "server_key": self.server_key.hex(),
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "ScramCredential":
+        return cls(bytes.fromhex(d["salt"]), d["iterations"], bytes.fromhex(d["stored_key"]), bytes.fromhex(d["server_key"]))
+
+
+@dataclass(frozen=True, slots=True)
 class User:
     id: int
     username: str
@@ -58,6 +80,7 @@ class User:
     status: int
     created_at_us: int
     permissions: Permissions | None = None
+    scram: dict[str, ScramCredential] = field(default_factory=dict)  # SASL mechanism name -> credential
 
     @property
     def is_root(self) -> bool:
@@ -71,6 +94,7 @@ class User:
             "status": self.status,
             "created_at_us": self.created_at_us,
             "permissions": self.permissions.to_dict() if self.permissions else None,
+            "scram": {m: c.to_dict() for m, c in self.scram.items()},
         }
 
     @classmethod
@@ -82,6 +106,7 @@ class User:
             d["status"],
             d["created_at_us"],
             Permissions.from_dict(d.get("permissions")),
+            {m: ScramCredential.from_dict(c) for m, c in d.get("scram", {}).items()},
         )
 
 
@@ -213,6 +238,18 @@ class Users:
     def set_password_hash(self, ident: int | str, password_hash: str) -> User:
         """Store a password hash computed elsewhere (off the event loop), e.g. by ``hash_password``."""
         return self._save(replace(self.get(ident), password_hash=password_hash))
+
+    def set_scram(self, ident: int | str, mechanism: str, credential: ScramCredential | None) -> User:
+        """Add, replace or (``None``) remove the user's SCRAM credential for ``mechanism``."""
+        u = self.get(ident)
+        scram = dict(u.scram)
+        if credential is None:
+            if mechanism not in scram:
+                raise errors.UserNotFound(f"user {u.username!r} has no {mechanism} credential")
+            del scram[mechanism]
+        else:
+            scram[mechanism] = credential
+        return self._save(replace(u, scram=scram))
 
     def authenticate(self, username: str, password: str) -> User:
         u = self.find(username)

@@ -33,19 +33,26 @@ class ApiKey(enum.IntEnum):
     SYNC_GROUP = 14
     DESCRIBE_GROUPS = 15
     LIST_GROUPS = 16
+    SASL_HANDSHAKE = 17
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
     DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
+    DESCRIBE_ACLS = 29
+    CREATE_ACLS = 30
+    DELETE_ACLS = 31
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     DESCRIBE_LOG_DIRS = 35
+    SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
     INCREMENTAL_ALTER_CONFIGS = 44
     OFFSET_DELETE = 47
+    DESCRIBE_USER_SCRAM_CREDENTIALS = 50
+    ALTER_USER_SCRAM_CREDENTIALS = 51
     DESCRIBE_CLUSTER = 60
 
 
@@ -88,6 +95,8 @@ class Context:
     client_id: str | None = None
     closing: Any = None  # asyncio.Event set at shutdown (long polls return early)
     peer_gone: Callable[[], Awaitable[Any]] | None = None  # fails when the peer closes (parked group requests)
+    session: Any = None  # session.Session: the connection's principal and SASL state (None: anonymous)
+    include_operations: bool = False  # the request asked for authorized-operations bit sets (Metadata v8+)
 
     @property
     def config(self) -> KafkaConfig:

@@ -20,7 +20,12 @@ What closes the connection (and only it): a size below 8 or above the cap,
 an API key or version that is not registered (except ApiVersions, answered
 in v0 with UNSUPPORTED_VERSION and its own range, as Kafka does), a header
 or body that does not decode, a handler raising ``errors.CloseConnection``
-(a failed acks=0 Produce), or a handler failing unexpectedly.
+(a failed acks=0 Produce), or a handler failing unexpectedly. SASL adds
+(``session.Session``, docs/security.md): a request other than ApiVersions and
+SASL before authentication when ``authentication_required``, any request after
+the session's end (``connections_max_reauth_ms``), and a refused SASL exchange
+(answered first, closed ``connection_failed_authentication_delay_ms`` later).
+After SaslHandshake v0, frames are bare SASL tokens until the exchange ends.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ import struct
 from ...config import KafkaConfig, parse_address
 from ...core import errors as core_errors
 from ...core.broker import Broker
+from ...core.sasl import AuthenticationFailed
 from ..listener import Connection, Limits
 from . import handlers  # noqa: F401  (registers every API)
 from ...codec.kafka import messages
@@ -41,11 +47,13 @@ from .errors import CloseConnection
 from .groups import KafkaGroups
 from .names import Names
 from .registry import APIS, ApiKey, Context
+from .session import Session
 
 log = logging.getLogger("headwater.kafka")
 
 NODE_ID = 1
 _API_VERSIONS_V0_ERROR = struct.Struct(">hihhh")  # error_code, [api_keys] count, key, min, max
+_BEFORE_AUTH = frozenset((ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE))
 
 
 class Close(Exception):
@@ -91,12 +99,15 @@ class KafkaFrontend:
         self.advertised_port = port
         self.node_id = NODE_ID
         self.groups = KafkaGroups(config)
+        broker.authorizer.kafka_stream = config.stream
+        self.mechanisms = tuple(m for m in config.sasl_enabled_mechanisms.split(",") if m)
 
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, conn: Connection) -> None:
         max_size = self.config.max_request_size
         source = _Input(reader)
+        session = Session(conn.peer.rpartition(":")[0] or conn.peer)
         try:
-            await self._loop(source, writer, conn, max_size)
+            await self._loop(source, writer, conn, max_size, session)
         finally:
             ahead = source.ahead
             if ahead is not None:
@@ -105,28 +116,55 @@ class KafkaFrontend:
                 elif not ahead.cancelled():
                     ahead.exception()  # retrieved: the peer closed while we were leaving anyway
 
-    async def _loop(self, source: _Input, writer: asyncio.StreamWriter, conn: Connection, max_size: int) -> None:
+    async def _loop(
+        self, source: _Input, writer: asyncio.StreamWriter, conn: Connection, max_size: int, session: Session
+    ) -> None:
         reader = source.reader
         while not conn.closing.is_set():
             head = await source.next_size(conn)
             (size,) = SIZE.unpack(head)
-            if size < 8 or size > max_size:
+            raw = session.raw_tokens
+            if size < (0 if raw else 8) or size > max_size:
                 log.info("request size refused", extra={"kv": {"peer": conn.peer, "size": size, "max": max_size}})
                 return
             frame = await reader.readexactly(size)
             conn.handling()
             try:
-                out = await self._handle(frame, conn, source)
+                if session.expired():
+                    raise Close("SASL session expired (connections_max_reauth_ms) without re-authentication")
+                if raw:
+                    out = await self._raw_token(frame, session)
+                else:
+                    out = await self._handle(frame, conn, source, session)
             except Close as e:
                 log.info("connection closed", extra={"kv": {"peer": conn.peer, "reason": str(e)}})
                 return
             await conn.reply(writer, out)
+            if session.close_after is not None:
+                log.info("connection closed", extra={"kv": {"peer": conn.peer, "reason": session.close_after}})
+                await conn.drain(writer)
+                # KIP-306: a refused client reads the answer before the connection goes (clients that
+                # see the close first report a lost connection instead of the authentication error)
+                await asyncio.sleep(self.config.connection_failed_authentication_delay_ms / 1000)
+                return
 
-    async def _handle(self, frame: bytes, conn: Connection, source: _Input) -> list[bytes] | None:
+    async def _raw_token(self, token: bytes, session: Session) -> list[bytes]:
+        """A bare SASL token after SaslHandshake v0: the reply token goes back size-prefixed, no header.
+        A failure closes the connection without a reply (the v0 protocol has no way to say why)."""
+        try:
+            reply, _ = await session.step(token, self.config.connections_max_reauth_ms)
+        except AuthenticationFailed as e:
+            raise Close(f"SASL authentication failed: {e}") from e
+        return [SIZE.pack(len(reply)), reply]
+
+    async def _handle(self, frame: bytes, conn: Connection, source: _Input, session: Session) -> list[bytes] | None:
         try:
             api_key, version, correlation_id = peek_header(frame)
         except FrameError as e:
             raise Close(str(e)) from e
+        if not session.authenticated and self.config.authentication_required and api_key not in _BEFORE_AUTH:
+            raise Close(f"API {api_key} before SASL authentication (authentication_required)")
+        session.refresh(self.broker.users)
         api = APIS.get(api_key)
         if api is None or not api.min_version <= version <= api.max_version:
             if api_key == ApiKey.API_VERSIONS and api is not None:
@@ -153,6 +191,7 @@ class KafkaFrontend:
             client_id=header.client_id,
             closing=conn.closing,
             peer_gone=source.read_ahead,
+            session=session,
         )
         try:
             result = api.handler(ctx, request)

@@ -10,6 +10,7 @@ from ....codec.iggy.commands import streams as ws
 from ....codec.iggy.commands import topics as wt
 from ....core import errors
 from ....core import topic_options as topt
+from ....core.acls import Operation
 from ....core.catalog import Stream, Topic
 from ....core.groups.assigned import AssignedGroup
 
@@ -17,6 +18,26 @@ from ....core.groups.assigned import AssignedGroup
 def require(allowed: bool, what: str) -> None:
     if not allowed:
         raise errors.Unauthorized(f"permission denied: {what}")
+
+
+def may_send(ctx, t: Topic) -> bool:
+    """SendMessages: Iggy's send right, with Kafka ACLs on the topic's Kafka name (WRITE) over it
+    (``core.acls.Authorizer.iggy_topic_allowed``; docs/security.md)."""
+    return ctx.broker.authorizer.iggy_topic_allowed(
+        ctx.user, ctx.checker.send_messages(t.stream_id, t.id), Operation.WRITE, _stream_name(ctx, t), t.name
+    )
+
+
+def may_poll(ctx, t: Topic) -> bool:
+    """PollMessages and consumer offsets: Iggy's poll right, with Kafka ACLs (READ) over it."""
+    return ctx.broker.authorizer.iggy_topic_allowed(
+        ctx.user, ctx.checker.poll_messages(t.stream_id, t.id), Operation.READ, _stream_name(ctx, t), t.name
+    )
+
+
+def _stream_name(ctx, t: Topic) -> str:
+    s = ctx.broker.catalog.streams.get(t.stream_id)
+    return s.name if s is not None else ""
 
 
 def options_from_block(block: bytes | memoryview) -> dict[str, Any]:

@@ -19,13 +19,13 @@ from ....core.catalog import Topic
 from ....core.offsets import CONSUMER, GROUP
 from ....core.partition import Partition
 from ..registry import Context, iggy_command
-from ._common import require
+from ._common import may_poll, may_send, require
 
 
 @iggy_command(Command.SEND_MESSAGES)
 async def send_messages(ctx: Context, req: w.SendMessages) -> bytes:
     t = ctx.broker.topic(req.stream_id, req.topic_id)
-    require(ctx.checker.send_messages(t.stream_id, t.id), "send messages")
+    require(may_send(ctx, t), "send messages")
     kind = req.partitioning.kind
     if kind == PartitioningKind.PARTITION_ID:
         p = ctx.broker.route(t, "partition", req.partitioning.partition_id)
@@ -89,7 +89,7 @@ def _poll_partition(ctx: Context, t: Topic, consumer, partition_id: int | None) 
 @iggy_command(Command.POLL_MESSAGES)
 def poll_messages(ctx: Context, req: w.PollMessages) -> list:
     t = ctx.broker.topic(req.stream_id, req.topic_id)
-    require(ctx.checker.poll_messages(t.stream_id, t.id), "poll messages")
+    require(may_poll(ctx, t), "poll messages")
     kind, name = consumer_key(t, req.consumer)
     try:
         p = _poll_partition(ctx, t, req.consumer, req.partition_id)
@@ -142,7 +142,7 @@ def _offset_partition(ctx: Context, t: Topic, consumer, partition_id: int | None
 @iggy_command(Command.GET_CONSUMER_OFFSET)
 def get_consumer_offset(ctx: Context, req: wo.GetConsumerOffset) -> bytes:
     t = ctx.broker.topic(req.stream_id, req.topic_id)
-    require(ctx.checker.poll_messages(t.stream_id, t.id), "poll messages")
+    require(may_poll(ctx, t), "poll messages")
     p = _offset_partition(ctx, t, req.consumer, req.partition_id, fenced=False)
     try:
         kind, name = consumer_key(t, req.consumer)
@@ -157,7 +157,7 @@ def get_consumer_offset(ctx: Context, req: wo.GetConsumerOffset) -> bytes:
 @iggy_command(Command.STORE_CONSUMER_OFFSET)
 def store_consumer_offset(ctx: Context, req: wo.StoreConsumerOffset) -> bytes:
     t = ctx.broker.topic(req.stream_id, req.topic_id)
-    require(ctx.checker.poll_messages(t.stream_id, t.id), "poll messages")
+    require(may_poll(ctx, t), "poll messages")
     kind, name = consumer_key(t, req.consumer)
     p = _offset_partition(ctx, t, req.consumer, req.partition_id, fenced=True)
     if req.offset >= p.high_watermark:
@@ -172,7 +172,7 @@ def store_consumer_offset(ctx: Context, req: wo.StoreConsumerOffset) -> bytes:
 @iggy_command(Command.DELETE_CONSUMER_OFFSET)
 def delete_consumer_offset(ctx: Context, req: wo.DeleteConsumerOffset) -> bytes:
     t = ctx.broker.topic(req.stream_id, req.topic_id)
-    require(ctx.checker.poll_messages(t.stream_id, t.id), "poll messages")
+    require(may_poll(ctx, t), "poll messages")
     kind, name = consumer_key(t, req.consumer)
     p = _offset_partition(ctx, t, req.consumer, req.partition_id, fenced=True)
     if not ctx.broker.delete_committed(p, kind, name):

@@ -1,6 +1,11 @@
 """One module per Kafka API; importing this package registers them all (``registry.APIS``)."""
 
 from . import (  # noqa: F401
+    acls,
+    alter_user_scram_credentials,
+    describe_user_scram_credentials,
+    sasl_authenticate,
+    sasl_handshake,
     api_versions,
     create_partitions,
     create_topics,

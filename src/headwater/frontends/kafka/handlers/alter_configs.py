@@ -10,6 +10,8 @@ get INVALID_REQUEST (broker configs are read-only here).
 from __future__ import annotations
 
 from .. import configs, errors
+from ....core.acls import Operation
+from .. import authz
 from ..registry import ApiKey, Context, kafka_api
 
 TOPIC = 2
@@ -19,6 +21,8 @@ def apply(ctx: Context, resource_type: int, resource_name: str, changes: dict, v
     if resource_type != TOPIC:
         return errors.INVALID_REQUEST, "only topic configs can be altered"
     topic = ctx.frontend.names.resolve(resource_name)
+    if not authz.topic(ctx, Operation.ALTER_CONFIGS, resource_name, topic):
+        return authz.TOPIC_AUTHORIZATION_FAILED, None
     if topic is None:
         return errors.UNKNOWN_TOPIC_OR_PARTITION, f"topic {resource_name!r} not found"
     try:

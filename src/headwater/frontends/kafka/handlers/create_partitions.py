@@ -15,11 +15,15 @@ from collections import Counter
 from ....core import errors as core_errors
 from ....core.broker import MAX_PARTITIONS
 from .. import errors
+from ....core.acls import Operation
+from .. import authz
 from ..registry import ApiKey, Context, kafka_api
 
 
 def _one(ctx: Context, t, validate_only: bool) -> tuple[int, str | None]:
     topic = ctx.frontend.names.resolve(t.name)
+    if not authz.topic(ctx, Operation.ALTER, t.name, topic):
+        return authz.TOPIC_AUTHORIZATION_FAILED, None
     if topic is None:
         return errors.UNKNOWN_TOPIC_OR_PARTITION, f"topic {t.name!r} not found"
     current = len(topic.partitions)

@@ -22,6 +22,8 @@ from collections import Counter
 from ....core import errors as core_errors
 from .. import configs, errors
 from ..names import is_valid_name, topic_id
+from ....core.acls import Operation
+from .. import authz
 from ..registry import ApiKey, Context, kafka_api
 
 
@@ -59,6 +61,8 @@ def _create_one(ctx: Context, t, validate_only: bool):
     name = t.name
     if not is_valid_name(name):
         return _result(ctx, name, errors.INVALID_TOPIC_EXCEPTION, f"{name!r} is not a valid topic name")
+    if not authz.create_topic(ctx, name):
+        return _result(ctx, name, authz.TOPIC_AUTHORIZATION_FAILED, "CREATE on the cluster or the topic is needed")
     if names.resolve(name) is not None:
         return _result(ctx, name, errors.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
     partitions = t.num_partitions

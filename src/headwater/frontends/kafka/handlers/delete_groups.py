@@ -13,10 +13,14 @@ from __future__ import annotations
 from ....core.groups.classic import Outcome
 from ....core.offsets import GROUP
 from .. import errors
+from ....core.acls import Operation
+from .. import authz
 from ..registry import ApiKey, Context, kafka_api
 
 
 def _delete(ctx: Context, group_id: str) -> int:
+    if not authz.group(ctx, Operation.DELETE, group_id):
+        return authz.GROUP_AUTHORIZATION_FAILED
     outcome = ctx.frontend.groups.delete(group_id)
     if outcome not in (Outcome.OK, Outcome.GROUP_NOT_FOUND):
         return errors.group_code(outcome)  # NON_EMPTY_GROUP

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from ....core import errors as core_errors
 from .. import errors
+from ....core.acls import Operation
+from .. import authz
 from ..registry import ApiKey, Context, kafka_api
 
 
@@ -21,10 +23,13 @@ def delete_records(ctx: Context, request):
     topics = []
     for t in request.topics:
         topic = names.resolve(t.name)
+        denied = not authz.topic(ctx, Operation.DELETE, t.name, topic)
         parts = []
         for q in t.partitions:
             p = None if topic is None else topic.partitions.get(q.partition_index)
-            if p is None:
+            if denied:
+                code, low = authz.TOPIC_AUTHORIZATION_FAILED, -1
+            elif p is None:
                 code, low = errors.UNKNOWN_TOPIC_OR_PARTITION, -1
             else:
                 try:

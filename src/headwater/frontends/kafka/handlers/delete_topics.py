@@ -20,6 +20,8 @@ from collections import Counter
 from ....core import errors as core_errors
 from .. import errors
 from ..names import topic_id
+from ....core.acls import Operation
+from .. import authz
 from ..registry import ApiKey, Context, kafka_api
 
 ZERO = uuid.UUID(int=0)
@@ -62,6 +64,8 @@ def _plan(ctx: Context, request) -> list[list]:
         found = names.by_id(value)
         if found is None:
             slot[2:4] = [errors.UNKNOWN_TOPIC_ID, "unknown topic id"]
+        elif not authz.topic(ctx, Operation.DELETE, found[0], found[1]):
+            slot[2:4] = [authz.TOPIC_AUTHORIZATION_FAILED, None]
         else:
             slot[0], slot[4] = found
             by_id[value] = slot
@@ -69,6 +73,9 @@ def _plan(ctx: Context, request) -> list[list]:
         if kind != "n" or slot[2]:
             continue
         topic = names.resolve(value)
+        if not authz.topic(ctx, Operation.DELETE, value, topic):
+            slot[2:4] = [authz.TOPIC_AUTHORIZATION_FAILED, None]
+            continue
         if topic is None:
             slot[2:4] = [errors.UNKNOWN_TOPIC_OR_PARTITION, f"topic {value!r} not found"]
             continue

@@ -10,6 +10,8 @@ an unknown topic UNKNOWN_TOPIC_OR_PARTITION.
 from __future__ import annotations
 
 from .. import configs, errors
+from ....core.acls import Operation
+from .. import authz
 from ..registry import ApiKey, Context, kafka_api
 
 TOPIC = 2
@@ -65,12 +67,16 @@ def _one(ctx: Context, r):
     keys = None if r.configuration_keys is None else set(r.configuration_keys)
     if r.resource_type == TOPIC:
         topic = ctx.frontend.names.resolve(r.resource_name)
+        if not authz.topic(ctx, Operation.DESCRIBE_CONFIGS, r.resource_name, topic):
+            return authz.TOPIC_AUTHORIZATION_FAILED, None, ()
         if topic is None:
             return errors.UNKNOWN_TOPIC_OR_PARTITION, f"topic {r.resource_name!r} not found", ()
         values, source = configs.describe(ctx.broker, topic), SOURCE_TOPIC
     elif r.resource_type == BROKER:
         if r.resource_name not in ("", str(ctx.frontend.node_id)):
             return errors.INVALID_REQUEST, f"no broker {r.resource_name!r}", ()
+        if not authz.cluster(ctx, Operation.DESCRIBE_CONFIGS):
+            return authz.CLUSTER_AUTHORIZATION_FAILED, None, ()
         values, source = broker_configs(ctx), SOURCE_STATIC_BROKER
     else:
         return errors.INVALID_REQUEST, f"resource type {r.resource_type} is not supported", ()

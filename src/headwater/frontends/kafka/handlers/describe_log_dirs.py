@@ -17,6 +17,8 @@ unknown). v0 is not served (kio has no schema for it; Kafka 4 dropped it).
 from __future__ import annotations
 
 from .. import errors
+from ....core.acls import Operation
+from .. import authz
 from ..registry import ApiKey, Context, kafka_api
 
 
@@ -43,6 +45,8 @@ def _topics(ctx: Context, request):
 
 @kafka_api(ApiKey.DESCRIBE_LOG_DIRS, versions=(1, 4))
 def describe_log_dirs(ctx: Context, request):
+    if not authz.cluster(ctx, Operation.DESCRIBE):  # Kafka: v3+ a top-level error, before: no results
+        return ctx.response(throttle_time=0, error_code=authz.CLUSTER_AUTHORIZATION_FAILED, results=())
     health = ctx.broker.health.snapshot()
     offline = not health.healthy
     result = ctx.build(

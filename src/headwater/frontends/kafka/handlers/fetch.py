@@ -42,11 +42,13 @@ import struct
 from collections import OrderedDict
 
 from ....codec.kafka.convert import iggy_to_kafka
+from ....core.acls import Operation
 from ....core import errors as core_errors
 from .. import errors
 from ....codec.kafka.messages import ms
 from ..configs import fetch_compression
 from ..names import topic_id
+from .. import authz
 from ..registry import ApiKey, Context, kafka_api
 
 NO_RECORDS = b""
@@ -142,8 +144,12 @@ def _resolve(ctx: Context, key) -> tuple:
         found = names.by_id(key)
         if found is None:
             return None, key, None, errors.UNKNOWN_TOPIC_ID
+        if not authz.topic(ctx, Operation.READ, found[0], found[1]):
+            return found[0], key, None, authz.TOPIC_AUTHORIZATION_FAILED
         return found[0], key, found[1], 0
     topic = names.resolve(key)
+    if not authz.topic(ctx, Operation.READ, key, topic):
+        return key, None, None, authz.TOPIC_AUTHORIZATION_FAILED
     if topic is None:
         return key, None, None, errors.UNKNOWN_TOPIC_OR_PARTITION
     return key, topic_id(topic), topic, 0

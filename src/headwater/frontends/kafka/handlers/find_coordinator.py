@@ -14,14 +14,21 @@ transactions); share groups and unknown key types get INVALID_REQUEST.
 from __future__ import annotations
 
 from .. import errors
+from ....core.acls import Operation
+from .. import authz
 from ..registry import ApiKey, Context, kafka_api
 
 GROUP, TRANSACTION = 0, 1
 
 
-def _lookup(ctx: Context, key_type: int) -> tuple[int, str | None, int, str, int]:
-    """(error, message, node id, host, port) for one key of ``key_type``."""
+def _lookup(ctx: Context, key_type: int, key: str) -> tuple[int, str | None, int, str, int]:
+    """(error, message, node id, host, port) for one key of ``key_type`` (DESCRIBE on the group or
+    transactional id is needed: else GROUP_ / TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as in Kafka)."""
     fe = ctx.frontend
+    if key_type == GROUP and not authz.group(ctx, Operation.DESCRIBE, key):
+        return authz.GROUP_AUTHORIZATION_FAILED, None, -1, "", -1
+    if key_type == TRANSACTION and not authz.transactional_id(ctx, Operation.DESCRIBE, key):
+        return authz.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None, -1, "", -1
     if key_type == GROUP:
         return errors.NONE, None, fe.node_id, fe.advertised_host, fe.advertised_port
     if key_type == TRANSACTION:
@@ -33,12 +40,12 @@ def _lookup(ctx: Context, key_type: int) -> tuple[int, str | None, int, str, int
 def find_coordinator(ctx: Context, request):
     key_type = getattr(request, "key_type", GROUP)
     if ctx.version < 4:
-        code, message, node, host, port = _lookup(ctx, key_type)
+        code, message, node, host, port = _lookup(ctx, key_type, request.key)
         return ctx.response(throttle_time=0, error_code=code, error_message=message, node_id=node, host=host,
                             port=port)
     coordinators = []
     for key in request.coordinator_keys:
-        code, message, node, host, port = _lookup(ctx, key_type)
+        code, message, node, host, port = _lookup(ctx, key_type, key)
         coordinators.append(ctx.build("Coordinator", key=key, node_id=node, host=host, port=port, error_code=code,
                                       error_message=message))
     return ctx.response(throttle_time=0, coordinators=tuple(coordinators))

@@ -11,11 +11,15 @@ for an empty group id.
 from __future__ import annotations
 
 from .. import errors
+from ....core.acls import Operation
+from .. import authz
 from ..registry import ApiKey, Context, kafka_api
 
 
 @kafka_api(ApiKey.HEARTBEAT, versions=(0, 4))
 def heartbeat(ctx: Context, request):
+    if not authz.group(ctx, Operation.READ, request.group_id):
+        return ctx.response(throttle_time=0, error_code=authz.GROUP_AUTHORIZATION_FAILED, generation_id=-1)
     outcome = ctx.frontend.groups.heartbeat(
         request.group_id,
         member_id=request.member_id,

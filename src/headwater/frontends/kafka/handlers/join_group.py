@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from .. import errors
 from ....codec.kafka.messages import ms
+from ....core.acls import Operation
+from .. import authz
 from ..registry import ApiKey, Context, kafka_api
 
 
@@ -30,6 +32,8 @@ def client_host(ctx: Context) -> str:
 @kafka_api(ApiKey.JOIN_GROUP, versions=(0, 9))
 async def join_group(ctx: Context, request):
     v = ctx.version
+    if not authz.group(ctx, Operation.READ, request.group_id):
+        return ctx.response(throttle_time=0, error_code=authz.GROUP_AUTHORIZATION_FAILED, generation_id=-1)
     result = await ctx.frontend.groups.join(
         ctx,
         request.group_id,

@@ -12,11 +12,15 @@ Leaving an unknown group answers every member UNKNOWN_MEMBER_ID.
 from __future__ import annotations
 
 from .. import errors
+from ....core.acls import Operation
+from .. import authz
 from ..registry import ApiKey, Context, kafka_api
 
 
 @kafka_api(ApiKey.LEAVE_GROUP, versions=(0, 5))
 def leave_group(ctx: Context, request):
+    if not authz.group(ctx, Operation.READ, request.group_id):
+        return ctx.response(throttle_time=0, error_code=authz.GROUP_AUTHORIZATION_FAILED, generation_id=-1)
     if ctx.version < 3:
         members = [(request.member_id, None)]
     else:

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from ....core.groups.classic import State
 from ....core.offsets import GROUP
+from ....core.acls import Operation
+from .. import authz
 from ..registry import ApiKey, Context, kafka_api
 
 GROUP_TYPE = "classic"
@@ -34,9 +36,10 @@ def list_groups(ctx: Context, request):
     types = {t.lower() for t in getattr(request, "types_filter", ()) or ()}
     if types and GROUP_TYPE not in types:
         return ctx.response(throttle_time=0, error_code=0, groups=())
+    everything = authz.cluster(ctx, Operation.DESCRIBE)  # else only the groups the caller may DESCRIBE, as Kafka
     groups = tuple(
         ctx.build("ListedGroup", group_id=gid, protocol_type=ptype, group_state=state, group_type=GROUP_TYPE)
         for gid, (ptype, state) in listing(ctx).items()
-        if not states or state.lower() in states
+        if (not states or state.lower() in states) and (everything or authz.group(ctx, Operation.DESCRIBE, gid))
     )
     return ctx.response(throttle_time=0, error_code=0, groups=groups)

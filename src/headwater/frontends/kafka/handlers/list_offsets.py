@@ -33,6 +33,8 @@ from ....codec.batch import iter_frames, read_header
 from ....codec.kafka.convert import kafka_fields_of
 from ....core import errors as core_errors
 from .. import errors
+from ....core.acls import Operation
+from .. import authz
 from ..registry import ApiKey, Context, kafka_api
 
 LATEST = -1
@@ -167,6 +169,9 @@ async def list_offsets(ctx: Context, request):
                 parts.append(_partition(ctx, index, errors.UNSUPPORTED_VERSION))
                 continue
             topic = names.resolve(t.name)  # each time: an earlier scan may have paused
+            if not authz.topic(ctx, Operation.DESCRIBE, t.name, topic):
+                parts.append(_partition(ctx, index, authz.TOPIC_AUTHORIZATION_FAILED))
+                continue
             p = None if topic is None else topic.partitions.get(index)
             if p is None:
                 parts.append(_partition(ctx, index, errors.UNKNOWN_TOPIC_OR_PARTITION))

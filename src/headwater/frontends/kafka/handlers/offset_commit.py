@@ -28,6 +28,8 @@ from ....core.groups.classic import Outcome
 from ....core.offsets import GROUP
 from ....core import errors as core_errors
 from .. import errors
+from ....core.acls import Operation
+from .. import authz
 from ..registry import ApiKey, Context, kafka_api
 
 
@@ -43,16 +45,23 @@ def offset_commit(ctx: Context, request):
         group_instance_id=getattr(request, "group_instance_id", None),
     )
     group_error = errors.group_code(outcome) if outcome is not Outcome.OK else errors.NONE
+    if not authz.group(ctx, Operation.READ, group_id):
+        group_error = authz.GROUP_AUTHORIZATION_FAILED
     limit = ctx.config.offset_metadata_max_bytes
     commits = []  # written together below: one durable, atomic write per request
     answers = []  # per topic: (name, [(partition_index, code, committed?)])
     for t in request.topics:
         topic = names.resolve(t.name)
+        denied = group_error != authz.GROUP_AUTHORIZATION_FAILED and not authz.topic(ctx, Operation.READ, t.name, topic)
         parts = []
         for q in t.partitions:
             p = None if topic is None else topic.partitions.get(q.partition_index)
             metadata = q.committed_metadata or ""
-            if p is None:
+            if group_error == authz.GROUP_AUTHORIZATION_FAILED:
+                code = group_error
+            elif denied:
+                code = authz.TOPIC_AUTHORIZATION_FAILED
+            elif p is None:
                 code = errors.UNKNOWN_TOPIC_OR_PARTITION
             elif group_error:
                 code = group_error

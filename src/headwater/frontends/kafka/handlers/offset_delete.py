@@ -18,6 +18,8 @@ import struct
 from ....core.groups.classic import Outcome
 from ....core.offsets import GROUP
 from .. import errors
+from ....core.acls import Operation
+from .. import authz
 from ..registry import ApiKey, Context, kafka_api
 
 CONSUMER_PROTOCOL = "consumer"
@@ -62,6 +64,8 @@ def _protected(check) -> set[str] | None:
 @kafka_api(ApiKey.OFFSET_DELETE, versions=(0, 0))
 def offset_delete(ctx: Context, request):
     group_id = request.group_id
+    if not authz.group(ctx, Operation.DELETE, group_id):
+        return ctx.response(error_code=authz.GROUP_AUTHORIZATION_FAILED, throttle_time=0, topics=())
     check = ctx.frontend.groups.coordinator.offset_delete_check(group_id)
     if check.outcome is Outcome.GROUP_NOT_FOUND and group_id not in ctx.broker.committed_names(GROUP):
         return ctx.response(error_code=errors.GROUP_ID_NOT_FOUND, throttle_time=0, topics=())
@@ -74,10 +78,13 @@ def offset_delete(ctx: Context, request):
     topics = []
     for t in request.topics:
         topic = names.resolve(t.name)
+        denied = not authz.topic(ctx, Operation.READ, t.name, topic)
         parts = []
         for q in t.partitions:
             p = None if topic is None else topic.partitions.get(q.partition_index)
-            if p is None:
+            if denied:
+                code = authz.TOPIC_AUTHORIZATION_FAILED
+            elif p is None:
                 code = errors.UNKNOWN_TOPIC_OR_PARTITION
             elif protected is None or t.name in protected:
                 code = errors.GROUP_SUBSCRIBED_TO_TOPIC

@@ -18,30 +18,37 @@ name (``names.py``).
 from __future__ import annotations
 
 from ....core.offsets import GROUP
+from ....core.acls import Operation
+from .. import authz
 from ..registry import ApiKey, Context, kafka_api
 
 NO_OFFSET = -1
 
 
-def _offsets(ctx: Context, group_id: str, wanted) -> list[tuple[str, list[tuple[int, int, str]]]]:
-    """[(topic name, [(partition, offset, metadata)])] for the requested topics, or all (``wanted`` None)."""
+def _offsets(ctx: Context, group_id: str, wanted) -> list[tuple[str, list[tuple[int, int, str, int]]]]:
+    """[(topic name, [(partition, offset, metadata, error code)])] for the requested topics, or all
+    (``wanted`` None: the topics the caller may DESCRIBE; a requested one it may not:
+    TOPIC_AUTHORIZATION_FAILED)."""
     broker = ctx.broker
     names = ctx.frontend.names
     if wanted is None:
-        found: dict[str, list[tuple[int, int, str]]] = {}
+        found: dict[str, list[tuple[int, int, str, int]]] = {}
         for topic, p, c in broker.committed_of(GROUP, group_id):
             name = names.name_of(topic)
-            if name is not None:
-                found.setdefault(name, []).append((p.id, c.offset, c.metadata))
+            if name is not None and authz.topic(ctx, Operation.DESCRIBE, name, topic):
+                found.setdefault(name, []).append((p.id, c.offset, c.metadata, 0))
         return list(found.items())
     out = []
     for name, indexes in wanted:
         topic = names.resolve(name)
+        if not authz.topic(ctx, Operation.DESCRIBE, name, topic):
+            out.append((name, [(i, NO_OFFSET, "", authz.TOPIC_AUTHORIZATION_FAILED) for i in indexes]))
+            continue
         parts = []
         for i in indexes:
             p = None if topic is None else topic.partitions.get(i)
             c = None if p is None else broker.committed_entry(p, GROUP, group_id)
-            parts.append((i, NO_OFFSET, "") if c is None else (i, c.offset, c.metadata))
+            parts.append((i, NO_OFFSET, "", 0) if c is None else (i, c.offset, c.metadata, 0))
         out.append((name, parts))
     return out
 
@@ -50,8 +57,8 @@ def _topics(ctx: Context, found, topic_class: str, partition_class: str) -> tupl
     return tuple(
         ctx.build(topic_class, name=name, partitions=tuple(
             ctx.build(partition_class, partition_index=i, committed_offset=offset, committed_leader_epoch=-1,
-                      metadata=metadata, error_code=0)
-            for i, offset, metadata in parts))
+                      metadata=metadata, error_code=code)
+            for i, offset, metadata, code in parts))
         for name, parts in found
     )
 
@@ -59,12 +66,18 @@ def _topics(ctx: Context, found, topic_class: str, partition_class: str) -> tupl
 @kafka_api(ApiKey.OFFSET_FETCH, versions=(1, 9))
 def offset_fetch(ctx: Context, request):
     if ctx.version < 8:
+        if not authz.group(ctx, Operation.DESCRIBE, request.group_id):
+            return ctx.response(throttle_time=0, error_code=authz.GROUP_AUTHORIZATION_FAILED, topics=())
         wanted = None if request.topics is None else [(t.name, t.partition_indexes) for t in request.topics]
         found = _offsets(ctx, request.group_id, wanted)
         return ctx.response(throttle_time=0, error_code=0,
                             topics=_topics(ctx, found, "OffsetFetchResponseTopic", "OffsetFetchResponsePartition"))
     groups = []
     for g in request.groups:
+        if not authz.group(ctx, Operation.DESCRIBE, g.group_id):
+            groups.append(ctx.build("OffsetFetchResponseGroup", group_id=g.group_id,
+                                    error_code=authz.GROUP_AUTHORIZATION_FAILED, topics=()))
+            continue
         wanted = None if g.topics is None else [(t.name, t.partition_indexes) for t in g.topics]
         found = _offsets(ctx, g.group_id, wanted)
         groups.append(ctx.build("OffsetFetchResponseGroup", group_id=g.group_id, error_code=0,

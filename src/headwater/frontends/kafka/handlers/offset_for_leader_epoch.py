@@ -9,6 +9,8 @@ UNKNOWN_LEADER_EPOCH. v3 adds replica_id, v4 is flexible.
 from __future__ import annotations
 
 from .. import errors
+from ....core.acls import Operation
+from .. import authz
 from ..registry import ApiKey, Context, kafka_api
 
 UNKNOWN_LEADER_EPOCH = 75
@@ -20,10 +22,13 @@ def offset_for_leader_epoch(ctx: Context, request):
     topics = []
     for t in request.topics:
         topic = names.resolve(t.topic)
+        denied = not authz.topic(ctx, Operation.DESCRIBE, t.topic, topic)
         parts = []
         for q in t.partitions:
             p = None if topic is None else topic.partitions.get(q.partition)
-            if p is None:
+            if denied:
+                code, epoch, end = authz.TOPIC_AUTHORIZATION_FAILED, -1, -1
+            elif p is None:
                 code, epoch, end = errors.UNKNOWN_TOPIC_OR_PARTITION, -1, -1
             elif q.current_leader_epoch > 0:
                 code, epoch, end = UNKNOWN_LEADER_EPOCH, -1, -1

@@ -46,7 +46,8 @@ from ....codec.kafka.convert import kafka_to_iggy
 from ....codec.kafka.errors import KafkaCodecError
 from ....codec.kafka.record_batch import split_batches
 from ....core import errors as core_errors
-from .. import errors
+from ....core.acls import Operation
+from .. import authz, errors
 from ..configs import max_message_bytes
 from ..names import is_valid_name
 from ..registry import ApiKey, Context, kafka_api
@@ -171,6 +172,7 @@ async def produce(ctx: Context, request):
     transactional = _has_transactional_records(request)  # Kafka ignores transactional_id otherwise
     for td in request.topic_data:
         topic = None if transactional else names.resolve(td.name)
+        denied = not transactional and not authz.topic(ctx, Operation.WRITE, td.name, topic)
         parts = []
         for pd in td.partition_data:
             if transactional:  # checked first, as in Kafka
@@ -179,6 +181,8 @@ async def produce(ctx: Context, request):
                 )
             elif acks not in (0, 1, -1):
                 parts.append(_partition_error(ctx, pd.index, errors.INVALID_REQUIRED_ACKS, f"acks {acks}"))
+            elif denied:
+                parts.append(_partition_error(ctx, pd.index, authz.TOPIC_AUTHORIZATION_FAILED, None))
             elif topic is None:
                 code = errors.UNKNOWN_TOPIC_OR_PARTITION if is_valid_name(td.name) else errors.INVALID_TOPIC_EXCEPTION
                 parts.append(_partition_error(ctx, pd.index, code, f"topic {td.name!r} not found"))

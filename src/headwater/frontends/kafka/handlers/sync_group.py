@@ -13,11 +13,15 @@ left out gets an empty assignment.
 from __future__ import annotations
 
 from .. import errors
+from ....core.acls import Operation
+from .. import authz
 from ..registry import ApiKey, Context, kafka_api
 
 
 @kafka_api(ApiKey.SYNC_GROUP, versions=(0, 5))
 async def sync_group(ctx: Context, request):
+    if not authz.group(ctx, Operation.READ, request.group_id):
+        return ctx.response(throttle_time=0, error_code=authz.GROUP_AUTHORIZATION_FAILED, generation_id=-1)
     result = await ctx.frontend.groups.sync(
         ctx,
         request.group_id,
