@@ -113,6 +113,7 @@ __all__ = [
     "iter_fields",
     "Node",
     "walk",
+    "render",
 ]
 
 Buffer = bytes | bytearray | memoryview
@@ -862,61 +863,66 @@ class Node:
 
 
 def walk(t: WireType, body: Buffer) -> list[Node]:
-    """Decode ``body`` as ``t`` and list every field, parents before their parts.
+    """Decode ``body`` as ``t`` and list every field, each parent before its parts.
 
     For a byte inspector: each :class:`Node` has the field's path, declared
-    type, offset, size and value. Raises what the decoder raises; trailing
-    bytes are listed as a last node ``<trailing>`` rather than rejected.
+    type, offset, size and value; a list's count prefix is a node
+    ``<list>.count``. Raises what the decoder raises
+    (:class:`InvalidFormat`...), except that trailing bytes are listed as a
+    last node ``<trailing>`` rather than rejected. Interpreted, not compiled:
+    for tools, not for serving.
     """
     r = Reader(body)
     nodes: list[Node] = []
-    _walk(t, r, "", 0, nodes, "")
+    _walk(t, r, "", 0, nodes, "body", None)
     if not r.at_end:
         start = r.pos
         nodes.append(Node("<trailing>", REST, start, r.remaining, bytes(r.rest()), 0))
     return nodes
 
 
-def _walk(t: WireType, r: Reader, path: str, depth: int, nodes: list[Node], what: str) -> Any:
+def _walk(
+    t: WireType, r: Reader, path: str, depth: int, nodes: list[Node], what: str, count: int | None
+) -> Any:
     start = r.pos
     at = len(nodes)
     if isinstance(t, Record):
         vals: dict[str, Any] = {}
         for f in t.fields:
-            if isinstance(f.type, ListOf) and isinstance(f.type.count, str) and f.type.count != TO_END:
-                vals[f.name] = _walk_items(
-                    f.type, r, vals[f.type.count], f"{path}.{f.name}", depth + 1, nodes, f.name
-                )
-            else:
-                vals[f.name] = _walk(f.type, r, f"{path}.{f.name}", depth + 1, nodes, f.name)
-        value = t.cls(**{k: v for k, v in vals.items() if not _is_count(t, k)})
+            c = vals[f.type.count] if isinstance(f.type, ListOf) and f.type.by_field else None  # type: ignore[index]
+            vals[f.name] = _walk(f.type, r, f"{path}.{f.name}", depth + 1, nodes, f.name, c)
+        value = t.cls(**{f.name: vals[f.name] for f in t.fields if not f.wire_only})
     elif isinstance(t, ListOf):
+        items: list[Any] = []
         if t.count == TO_END:
-            items = []
             while not r.at_end:
-                items.append(_walk(t.item, r, f"{path}[{len(items)}]", depth + 1, nodes, what))
-            value = tuple(items)
+                items.append(_walk(t.item, r, f"{path}[{len(items)}]", depth + 1, nodes, what, None))
         else:
-            count = t.count.read(r, f"{what} count")  # type: ignore[union-attr]
-            nodes.append(Node(f"{path}.count", t.count, start, r.pos - start, count, depth + 1))  # type: ignore[arg-type]
-            value = _walk_items(t, r, count, path, depth, nodes, what)
-            nodes.insert(at, Node(path.lstrip(".") or "<body>", t, start, r.pos - start, value, depth))
-            return value
+            if count is None:
+                count = t.count.read(r, f"{what} count")  # type: ignore[union-attr]
+                nodes.append(Node(f"{path}.count".lstrip("."), t.count, start, r.pos - start, count, depth + 1))  # type: ignore[arg-type]
+            if count * t.item.min_size > r.remaining:
+                _too_many(r, count, start, what)
+            for i in range(count):
+                items.append(_walk(t.item, r, f"{path}[{i}]", depth + 1, nodes, what, None))
+        value = tuple(items)
     else:
         value = t.read(r, what)
     nodes.insert(at, Node(path.lstrip(".") or "<body>", t, start, r.pos - start, value, depth))
     return value
 
 
-def _walk_items(
-    t: ListOf, r: Reader, count: int, path: str, depth: int, nodes: list[Node], what: str
-) -> tuple:
-    if count * t.item.min_size > r.remaining:
-        raise InvalidFormat(
-            f"{what}: {count} items cannot fit in {r.remaining} bytes", offset=r.base + r.pos
-        )
-    return tuple(_walk(t.item, r, f"{path}[{i}]", depth + 1, nodes, what) for i in range(count))
+def render(nodes: list[Node]) -> str:
+    """The nodes of :func:`walk` as a text tree: ``offset size  path  type  value`` per line."""
+    lines = []
+    for n in nodes:
+        leaf = not isinstance(n.type, (Record, ListOf))
+        value = f"  {_short_repr(n.value)}" if leaf else ""
+        name = n.path.rsplit(".", 1)[-1] if n.depth else n.path
+        lines.append(f"{n.offset:6} {n.size:6}  {'  ' * n.depth}{name}  {n.type.label}{value}")
+    return "\n".join(lines)
 
 
-def _is_count(record: Record, name: str) -> bool:
-    return any(f.name == name and f.wire_only for f in record.fields)
+def _short_repr(value: Any, limit: int = 60) -> str:
+    text = repr(bytes(value) if isinstance(value, memoryview) else value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -2,14 +2,18 @@
 
 One module per family (``system``, ``users``, ``tokens``, ``streams``,
 ``topics``, ``partitions``, ``segments``, ``messages``, ``offsets``,
-``groups``; the login-register bodies are in :mod:`..version`). Every command
-has ``decode_<command>(body) -> dataclass`` and ``encode_<command>(dataclass)
--> bytes``; every reply payload has ``encode_<reply>`` and ``decode_<reply>``.
-Reply encoders return the PAYLOAD: the result section of result-framed
-operations is added by :func:`..framing.reply_body`.
+``groups``; the login-register bodies are in :mod:`..version`). Each module
+declares its requests and replies once (:mod:`..schema`: fields in wire order
+with their wire types) and derives from that ``decode_<command>(body) ->
+dataclass`` and ``encode_<command>(dataclass) -> bytes`` for every command,
+``encode_<reply>`` / ``decode_<reply>`` for every reply payload. Reply
+encoders return the PAYLOAD: the result section of result-framed operations
+is added by :func:`..framing.reply_body`.
 
-:data:`COMMANDS` maps each :class:`~..codes.Command` to a :class:`CommandSpec`;
-:func:`decode_request` dispatches on a code.
+:data:`COMMANDS` maps each :class:`~..codes.Command` to a :class:`CommandSpec`,
+built from the declarations (:data:`..schema.REQUESTS`); :func:`decode_request`
+dispatches on a code. How to add a command: :mod:`..schema` and
+``docs/iggy-wire.md``.
 """
 
 from __future__ import annotations
