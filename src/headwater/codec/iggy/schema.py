@@ -2,11 +2,14 @@
 
 Each request and reply is described ONCE, as a :class:`Record`: the dataclass
 it decodes to and its :class:`Field`\\ s in wire order, each with a wire type.
-The binary decoder and encoder are derived from that description
-(:meth:`Record.codec`), and so can any other mapping: the JSON names and
-encodings carried on each field (for the HTTP API), the field walker
-(:func:`iter_fields`) and the byte inspector (:func:`walk`). Kafka's JSON
-message schemas drive kio's codecs the same way.
+The binary decoder and encoder are derived from that description: declaring
+a record compiles Python source for its reader, decoder and packer (runs of
+fixed-size numbers become one ``struct``; see ``Record.source``), returned
+by :meth:`Record.codec`. Other mappings are derived from the same
+declaration: the JSON names and encodings carried on each field (for the
+HTTP API), the value walker (:func:`iter_fields`) and the byte inspector
+(:func:`walk`, :func:`render`). Kafka's JSON message schemas drive kio's
+codecs the same way.
 
 Wire types (little-endian; sizes in bytes)
 ==========================================
@@ -23,6 +26,7 @@ STR8                ``[len u8][utf8]``, 0..255             ``str``
 STR32 / BYTES32     ``[len u32][utf8 / bytes]``            ``str`` / ``bytes``
 OPTIONS             ``[len u32][options TLV]``, raw        ``bytes``
 REST                every byte left (options to end)       ``bytes``
+BATCH               every byte left, not copied            ``memoryview``
 CONSUMER            ``[kind u8][Identifier]``              :class:`Consumer`
 OPTIONAL_PARTITION  ``[flag u8][partition_id u32]``        ``int | None``
 PARTITIONING        ``[kind u8][len u8][value]``           :class:`Partitioning`
@@ -117,7 +121,6 @@ __all__ = [
 ]
 
 Buffer = bytes | bytearray | memoryview
-Out = bytearray
 
 
 class WireType:

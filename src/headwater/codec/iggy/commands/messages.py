@@ -49,7 +49,6 @@ from ..schema import (
     OPTIONAL_PARTITION,
     PARTITIONING,
     POLLING_STRATEGY,
-    REST,
     U32,
     U64,
     Field,
