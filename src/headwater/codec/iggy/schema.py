@@ -67,6 +67,7 @@ Adding a command
 from __future__ import annotations
 
 import dataclasses
+import linecache
 import re
 import struct
 from dataclasses import dataclass
@@ -521,6 +522,8 @@ class _Gen:
     def build(self, filename: str) -> dict[str, Any]:
         source = "\n".join(self.lines) + "\n"
         exec(compile(source, filename, "exec"), self.ns)  # noqa: S102  (our own declarations)
+        # tracebacks through generated code show its lines
+        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
         self.ns["__source__"] = source
         return self.ns
 
