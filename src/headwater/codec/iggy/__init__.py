@@ -8,8 +8,10 @@ Modules, one job each:
 * :mod:`.version`: packed protocol version, the login-register bodies and reply;
 * :mod:`.primitives`: Identifier, Consumer, Partitioning, PollingStrategy,
   Permissions and the bounds-checked :class:`~.primitives.Reader`;
-* :mod:`.commands`: request and reply codecs per command family, and the
-  :data:`~.commands.COMMANDS` table;
+* :mod:`.schema`: the declaration language of command bodies and replies (wire
+  types, fields, records), the codec compiled from it, and the field walkers;
+* :mod:`.commands`: one declaration per request and reply, per command family,
+  the codecs derived from them, and the :data:`~.commands.COMMANDS` table;
 * :mod:`.errors`: the errors, each carrying its Iggy code and, when the
   session must end, an eviction reason.
 

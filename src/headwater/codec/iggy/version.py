@@ -41,8 +41,10 @@ from dataclasses import dataclass
 
 from ..errors import CodecError, InvalidFormat
 from .errors import MalformedLogin
+from .codes import Command
 from .framing import RESULT_OK
 from .primitives import Reader, encode_name, encode_str_u8, encode_str_u32
+from .schema import NAME, STR8, STR32, U32, U64, Field, NoneIfEmpty, Record, request
 
 __all__ = [
     "PROTOCOL_VERSION",
@@ -277,29 +279,58 @@ class LoginReply:
     server_version: str = "headwater"
 
 
-_LOGIN_REPLY = struct.Struct("<IQI")
-
-
-def encode_login_reply(value: LoginReply) -> bytes:
-    """The payload only: ``[user_id u32][session u64][server_protocol_version u32][len u8][server_version]``.
-
-    The reply body must put ``RESULT_OK`` before it: use
-    :func:`encode_login_reply_body`, or ``framing.reply_body(Operation.REGISTER, payload)``.
-    """
-    return _LOGIN_REPLY.pack(
-        value.user_id, value.session, value.server_protocol_version
-    ) + encode_name(value.server_version, "server_version")
+LOGIN_REPLY = Record(
+    LoginReply,
+    [
+        Field("user_id", U32),
+        Field("session", U64),
+        Field("server_protocol_version", U32),
+        Field("server_version", NAME),
+    ],
+    what="login reply",
+)
+_decode_login_reply, encode_login_reply = LOGIN_REPLY.codec()
 
 
 def encode_login_reply_body(value: LoginReply) -> bytes:
-    """The whole successful login reply body: ``u32 0`` (result count) + the payload (NOTES.md)."""
+    """The whole successful login reply body: ``u32 0`` (result count) + the payload (NOTES.md).
+
+    :func:`encode_login_reply` gives the payload alone:
+    ``[user_id u32][session u64][server_protocol_version u32][len u8][server_version]``.
+    """
     return RESULT_OK + encode_login_reply(value)
 
 
 def decode_login_reply(payload: bytes | bytearray | memoryview) -> LoginReply:
     """Decode the payload (after the result count); raises :class:`InvalidFormat`."""
-    r = Reader(payload)
-    user_id, session, version = r.u32("user_id"), r.u64("session"), r.u32("server_protocol_version")
-    server_version = r.name("server_version")
-    r.expect_end("login reply")
-    return LoginReply(user_id, session, version, server_version)
+    return _decode_login_reply(payload)
+
+
+LOGIN_REPLY.payload_decoder = decode_login_reply
+
+# ---------------------------------------------------------------- declarations
+
+CLIENT_VERSION_INFO = Record(
+    ClientVersionInfo,
+    [Field("protocol_version", U32), Field("sdk_name", NAME), Field("sdk_version", NAME)],
+)
+_CONTEXT = Field("context", NoneIfEmpty(STR32))
+LOGIN_REGISTER = request(
+    Command.LOGIN_REGISTER,
+    LoginRegister,
+    [
+        Field("version", CLIENT_VERSION_INFO),
+        Field("username", NAME),
+        Field("password", STR8),
+        _CONTEXT,
+    ],
+    reply=LOGIN_REPLY,
+    codec=(decode_login_register, encode_login_register),
+)
+LOGIN_REGISTER_WITH_PAT = request(
+    Command.LOGIN_REGISTER_WITH_PAT,
+    LoginRegisterWithPat,
+    [Field("version", CLIENT_VERSION_INFO), Field("token", STR8), _CONTEXT],
+    reply=LOGIN_REPLY,
+    codec=(decode_login_register_with_pat, encode_login_register_with_pat),
+)

@@ -29,24 +29,37 @@ import struct
 from dataclasses import dataclass
 
 from ...errors import InvalidFormat, InvalidMessagesCount
+from ..codes import Command
 from ..primitives import (
     Consumer,
     Identifier,
     Partitioning,
     PollingStrategy,
     Reader,
-    decode_consumer,
     decode_identifier,
-    decode_optional_partition_id,
     decode_partitioning,
-    decode_polling_strategy,
-    encode_consumer,
     encode_identifier,
-    encode_optional_partition_id,
     encode_partitioning,
-    encode_polling_strategy,
 )
-from ._common import U32, Buffer, read_count
+from ..schema import (
+    BATCH,
+    CONSUMER,
+    FLAG,
+    IDENTIFIER,
+    OPTIONAL_PARTITION,
+    PARTITIONING,
+    POLLING_STRATEGY,
+    U32,
+    U64,
+    Field,
+    ListOf,
+    Record,
+    payload_codec,
+    request,
+)
+
+_U32 = struct.Struct("<I")
+Buffer = bytes | bytearray | memoryview
 
 __all__ = [
     "BATCH_HEADER_SIZE",
@@ -62,6 +75,7 @@ __all__ = [
     "encode_flush_unsaved_buffer",
     "POLL_PREFIX_SIZE",
     "PollPrefix",
+    "PollReply",
     "encode_poll_prefix",
     "decode_poll_reply",
     "SendConfirmation",
@@ -118,37 +132,6 @@ class FlushUnsavedBuffer:
     fsync: bool = False
 
 
-_POLL_TAIL = struct.Struct("<IB")
-
-
-def decode_poll_messages(body: Buffer) -> PollMessages:
-    """Decode POLL_MESSAGES (layout in the module table); raises :class:`InvalidFormat`.
-
-    ``auto_commit`` reads any nonzero byte as true (as the crate does).
-    """
-    r = Reader(body)
-    consumer = decode_consumer(r)
-    stream_id = decode_identifier(r, "stream_id")
-    topic_id = decode_identifier(r, "topic_id")
-    partition_id = decode_optional_partition_id(r)
-    strategy = decode_polling_strategy(r)
-    count = r.u32("count")
-    auto_commit = r.flag("auto_commit")
-    r.expect_end("poll_messages")
-    return PollMessages(consumer, stream_id, topic_id, partition_id, strategy, count, auto_commit)
-
-
-def encode_poll_messages(value: PollMessages) -> bytes:
-    return (
-        encode_consumer(value.consumer)
-        + encode_identifier(value.stream_id)
-        + encode_identifier(value.topic_id)
-        + encode_optional_partition_id(value.partition_id)
-        + encode_polling_strategy(value.strategy)
-        + _POLL_TAIL.pack(value.count, 1 if value.auto_commit else 0)
-    )
-
-
 def decode_send_messages(body: Buffer) -> SendMessages:
     """Decode SEND_MESSAGES; the batch is returned as a memoryview into ``body``.
 
@@ -178,7 +161,7 @@ def decode_send_messages(body: Buffer) -> SendMessages:
             f"send_messages: batch of {len(batch)} bytes is shorter than its 256-byte header",
             offset=batch_start,
         )
-    header_count = U32.unpack_from(batch, _BATCH_COUNT_OFFSET)[0]
+    header_count = _U32.unpack_from(batch, _BATCH_COUNT_OFFSET)[0]
     if messages_count == 0 or messages_count != header_count:
         raise InvalidMessagesCount(
             f"send_messages: messages_count {messages_count}, batch message_count {header_count}",
@@ -193,31 +176,9 @@ def encode_send_messages(value: SendMessages) -> bytes:
         encode_identifier(value.stream_id)
         + encode_identifier(value.topic_id)
         + encode_partitioning(value.partitioning)
-        + U32.pack(value.messages_count)
+        + _U32.pack(value.messages_count)
     )
-    return U32.pack(len(metadata)) + metadata + bytes(value.batch)
-
-
-_FLUSH_TAIL = struct.Struct("<IB")
-
-
-def decode_flush_unsaved_buffer(body: Buffer) -> FlushUnsavedBuffer:
-    """``[stream_id][topic_id][partition_id u32][fsync u8]``; raises :class:`InvalidFormat`."""
-    r = Reader(body)
-    stream_id = decode_identifier(r, "stream_id")
-    topic_id = decode_identifier(r, "topic_id")
-    partition_id = r.u32("partition_id")
-    fsync = r.flag("fsync")
-    r.expect_end("flush_unsaved_buffer")
-    return FlushUnsavedBuffer(stream_id, topic_id, partition_id, fsync)
-
-
-def encode_flush_unsaved_buffer(value: FlushUnsavedBuffer) -> bytes:
-    return (
-        encode_identifier(value.stream_id)
-        + encode_identifier(value.topic_id)
-        + _FLUSH_TAIL.pack(value.partition_id, 1 if value.fsync else 0)
-    )
+    return _U32.pack(len(metadata)) + metadata + bytes(value.batch)
 
 
 # ---------------------------------------------------------------- poll reply
@@ -268,32 +229,88 @@ class SendConfirmation:
     base_offset: int
 
 
-_CONFIRMATION = struct.Struct("<IIIQ")
+SEND_CONFIRMATION = Record(
+    SendConfirmation,
+    [
+        Field("stream_id", U32),
+        Field("topic_id", U32),
+        Field("partition_id", U32),
+        Field("base_offset", U64),
+    ],
+    label="confirmation",
+)
+SEND_MESSAGES_REPLY = ListOf(SEND_CONFIRMATION, U32)
+"""SEND_MESSAGES reply payload: ``[count u32][SendConfirmation]*``.
+
+An empty body is also accepted by the SDK (no confirmations); ``count = 0``
+means the same: both decode to ``()``.
+"""
+decode_send_messages_reply, encode_send_messages_reply = payload_codec(
+    SEND_MESSAGES_REPLY, "send_messages reply", empty=()
+)
+
+# ---------------------------------------------------------------- declarations
+
+POLL_PREFIX = Record(
+    PollPrefix,
+    [Field("partition_id", U32), Field("current_offset", U64), Field("messages_count", U32)],
+    label="poll prefix",
+)
 
 
-def encode_send_messages_reply(
-    confirmations: list[SendConfirmation] | tuple[SendConfirmation, ...] = (),
-) -> bytes:
-    """SEND_MESSAGES reply payload: ``[count u32][SendConfirmation]*``.
+@dataclass(frozen=True, slots=True)
+class PollReply:
+    """The whole poll reply payload, for the walkers (the hot path splits it with
+    :func:`decode_poll_reply` instead)."""
 
-    An empty body is also accepted by the SDK (no confirmations); ``count = 0``
-    means the same.
-    """
-    return U32.pack(len(confirmations)) + b"".join(
-        _CONFIRMATION.pack(c.stream_id, c.topic_id, c.partition_id, c.base_offset)
-        for c in confirmations
-    )
+    partition_id: int
+    current_offset: int
+    messages_count: int
+    batches: memoryview
 
 
-def decode_send_messages_reply(payload: Buffer) -> tuple[SendConfirmation, ...]:
-    """Decode the SEND_MESSAGES reply; an empty payload is an empty tuple. Raises :class:`InvalidFormat`."""
-    if not len(payload):
-        return ()
-    r = Reader(payload)
-    count = read_count(r, _CONFIRMATION.size, "confirmations_count")
-    out = tuple(
-        SendConfirmation(*_CONFIRMATION.unpack(r.view(_CONFIRMATION.size, "confirmation")))
-        for _ in range(count)
-    )
-    r.expect_end("send_messages reply")
-    return out
+POLL_REPLY = Record(PollReply, [*POLL_PREFIX.fields, Field("batches", BATCH)])
+POLL_REPLY.payload_decoder = decode_poll_reply
+
+_STREAM_TOPIC = [Field("stream_id", IDENTIFIER), Field("topic_id", IDENTIFIER)]
+
+
+def _metadata_length(value: SendMessages) -> int:
+    return len(encode_send_messages(value)) - 4 - len(value.batch)
+
+
+POLL_MESSAGES = request(
+    Command.POLL_MESSAGES,
+    PollMessages,
+    [
+        Field("consumer", CONSUMER),
+        *_STREAM_TOPIC,
+        Field("partition_id", OPTIONAL_PARTITION),
+        Field("strategy", POLLING_STRATEGY),
+        Field("count", U32),
+        Field("auto_commit", FLAG),
+    ],
+    reply=POLL_REPLY,
+)
+SEND_MESSAGES = request(
+    Command.SEND_MESSAGES,
+    SendMessages,
+    [
+        Field("metadata_length", U32, computed=_metadata_length, doc="bytes of the next 4 fields"),
+        *_STREAM_TOPIC,
+        Field("partitioning", PARTITIONING),
+        Field("messages_count", U32),
+        Field("batch", BATCH),
+    ],
+    reply=SEND_MESSAGES_REPLY,
+    empty_reply="no confirmations",
+    codec=(decode_send_messages, encode_send_messages),
+)
+FLUSH_UNSAVED_BUFFER = request(
+    Command.FLUSH_UNSAVED_BUFFER,
+    FlushUnsavedBuffer,
+    [*_STREAM_TOPIC, Field("partition_id", U32), Field("fsync", FLAG)],
+)
+
+decode_poll_messages, encode_poll_messages = POLL_MESSAGES.codec()
+decode_flush_unsaved_buffer, encode_flush_unsaved_buffer = FLUSH_UNSAVED_BUFFER.codec()

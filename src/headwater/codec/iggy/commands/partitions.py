@@ -17,8 +17,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..primitives import Identifier, Reader, decode_identifier, encode_identifier
-from ._common import U32, Buffer
+from ..codes import Command
+from ..primitives import Identifier
+from ..schema import IDENTIFIER, U32, Field, request
 
 __all__ = [
     "MAX_PARTITIONS_PER_REQUEST",
@@ -49,36 +50,13 @@ class DeletePartitions:
     partitions_count: int
 
 
-def _read(body: Buffer, what: str) -> tuple[Identifier, Identifier, int]:
-    r = Reader(body)
-    stream_id = decode_identifier(r, "stream_id")
-    topic_id = decode_identifier(r, "topic_id")
-    count = r.u32("partitions_count")
-    r.expect_end(what)
-    return stream_id, topic_id, count
+_FIELDS = [
+    Field("stream_id", IDENTIFIER),
+    Field("topic_id", IDENTIFIER),
+    Field("partitions_count", U32),
+]
+CREATE_PARTITIONS = request(Command.CREATE_PARTITIONS, CreatePartitions, _FIELDS)
+DELETE_PARTITIONS = request(Command.DELETE_PARTITIONS, DeletePartitions, _FIELDS)
 
-
-def decode_create_partitions(body: Buffer) -> CreatePartitions:
-    """``[stream_id][topic_id][partitions_count u32]``; raises :class:`InvalidFormat`."""
-    return CreatePartitions(*_read(body, "create_partitions"))
-
-
-def encode_create_partitions(value: CreatePartitions) -> bytes:
-    return (
-        encode_identifier(value.stream_id)
-        + encode_identifier(value.topic_id)
-        + U32.pack(value.partitions_count)
-    )
-
-
-def decode_delete_partitions(body: Buffer) -> DeletePartitions:
-    """``[stream_id][topic_id][partitions_count u32]``; raises :class:`InvalidFormat`."""
-    return DeletePartitions(*_read(body, "delete_partitions"))
-
-
-def encode_delete_partitions(value: DeletePartitions) -> bytes:
-    return (
-        encode_identifier(value.stream_id)
-        + encode_identifier(value.topic_id)
-        + U32.pack(value.partitions_count)
-    )
+decode_create_partitions, encode_create_partitions = CREATE_PARTITIONS.codec()
+decode_delete_partitions, encode_delete_partitions = DELETE_PARTITIONS.codec()

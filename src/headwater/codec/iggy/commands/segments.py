@@ -16,15 +16,13 @@ Deletes the ``segments_count`` oldest sealed segments of the partition.
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 
-from ..primitives import Identifier, Reader, decode_identifier, encode_identifier
-from ._common import Buffer
+from ..codes import Command
+from ..primitives import Identifier
+from ..schema import IDENTIFIER, U32, Field, request
 
 __all__ = ["DeleteSegments", "decode_delete_segments", "encode_delete_segments"]
-
-_TAIL = struct.Struct("<II")
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,20 +33,14 @@ class DeleteSegments:
     segments_count: int
 
 
-def decode_delete_segments(body: Buffer) -> DeleteSegments:
-    """``[stream_id][topic_id][partition_id u32][segments_count u32]``; raises :class:`InvalidFormat`."""
-    r = Reader(body)
-    stream_id = decode_identifier(r, "stream_id")
-    topic_id = decode_identifier(r, "topic_id")
-    partition_id = r.u32("partition_id")
-    segments_count = r.u32("segments_count")
-    r.expect_end("delete_segments")
-    return DeleteSegments(stream_id, topic_id, partition_id, segments_count)
-
-
-def encode_delete_segments(value: DeleteSegments) -> bytes:
-    return (
-        encode_identifier(value.stream_id)
-        + encode_identifier(value.topic_id)
-        + _TAIL.pack(value.partition_id, value.segments_count)
-    )
+DELETE_SEGMENTS = request(
+    Command.DELETE_SEGMENTS,
+    DeleteSegments,
+    [
+        Field("stream_id", IDENTIFIER),
+        Field("topic_id", IDENTIFIER),
+        Field("partition_id", U32),
+        Field("segments_count", U32),
+    ],
+)
+decode_delete_segments, encode_delete_segments = DELETE_SEGMENTS.codec()

@@ -20,12 +20,13 @@ PURGE_STREAM   205   131  [stream_id Identifier]                       empty (fr
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 
-from ..primitives import Identifier, Reader, decode_identifier, encode_identifier, encode_name
-from ._common import Buffer, expect_empty, options_prefixed, read_options_prefixed
-from .topics import TopicInfo, encode_topic_info, read_topic_info
+from ..codes import Command
+from ..primitives import Identifier
+from ..schema import IDENTIFIER, NAME, OPTIONS, REST, TO_END, U32, U64, Field, ListOf, Record
+from ..schema import details, payload_codec, request
+from .topics import TOPIC_INFO, TopicInfo
 
 __all__ = [
     "GetStream",
@@ -89,70 +90,6 @@ class PurgeStream:
     stream_id: Identifier
 
 
-def _stream_id_only(body: Buffer, what: str) -> Identifier:
-    r = Reader(body)
-    value = decode_identifier(r, "stream_id")
-    r.expect_end(what)
-    return value
-
-
-def decode_get_stream(body: Buffer) -> GetStream:
-    """``[stream_id Identifier]``; raises :class:`InvalidFormat` (or InvalidIdentifier)."""
-    return GetStream(_stream_id_only(body, "get_stream"))
-
-
-def encode_get_stream(value: GetStream) -> bytes:
-    return encode_identifier(value.stream_id)
-
-
-def decode_get_streams(body: Buffer) -> GetStreams:
-    expect_empty(body, "get_streams")
-    return GetStreams()
-
-
-def encode_get_streams(value: GetStreams) -> bytes:
-    return b""
-
-
-def decode_create_stream(body: Buffer) -> CreateStream:
-    """``[name Name][options to end]``; raises :class:`InvalidFormat`."""
-    r = Reader(body)
-    name = r.name("name")
-    return CreateStream(name, bytes(r.rest()))
-
-
-def encode_create_stream(value: CreateStream) -> bytes:
-    return encode_name(value.name) + bytes(value.options)
-
-
-def decode_delete_stream(body: Buffer) -> DeleteStream:
-    return DeleteStream(_stream_id_only(body, "delete_stream"))
-
-
-def encode_delete_stream(value: DeleteStream) -> bytes:
-    return encode_identifier(value.stream_id)
-
-
-def decode_update_stream(body: Buffer) -> UpdateStream:
-    """``[stream_id Identifier][name Name][options to end]``; raises :class:`InvalidFormat`."""
-    r = Reader(body)
-    stream_id = decode_identifier(r, "stream_id")
-    name = r.name("name")
-    return UpdateStream(stream_id, name, bytes(r.rest()))
-
-
-def encode_update_stream(value: UpdateStream) -> bytes:
-    return encode_identifier(value.stream_id) + encode_name(value.name) + bytes(value.options)
-
-
-def decode_purge_stream(body: Buffer) -> PurgeStream:
-    return PurgeStream(_stream_id_only(body, "purge_stream"))
-
-
-def encode_purge_stream(value: PurgeStream) -> bytes:
-    return encode_identifier(value.stream_id)
-
-
 # ---------------------------------------------------------------- replies
 
 
@@ -184,63 +121,52 @@ class StreamDetails:
     topics: tuple[TopicInfo, ...] = ()
 
 
-_STREAM_HEAD = struct.Struct("<IQIQQ")
+STREAM_INFO = Record(
+    StreamInfo,
+    [
+        Field("id", U32),
+        Field("created_at", U64, doc="µs since the epoch"),
+        Field("topics_count", U32),
+        Field("size_bytes", U64),
+        Field("messages_count", U64),
+        Field("name", NAME),
+        Field("options", OPTIONS),
+    ],
+    label="stream",
+)
+STREAM_DETAILS = details(STREAM_INFO, StreamDetails, "topics", TOPIC_INFO)
+STREAMS = ListOf(STREAM_INFO, TO_END)
+"""GET_STREAMS reply payload: records back to back, no count."""
 
+encode_stream_info = STREAM_INFO.codec()[1]
+decode_streams, encode_streams = payload_codec(STREAMS, "streams")
+decode_stream_details, encode_stream_details = STREAM_DETAILS.codec()
 
-def encode_stream_info(value: StreamInfo) -> bytes:
-    return (
-        _STREAM_HEAD.pack(
-            value.id, value.created_at, value.topics_count, value.size_bytes, value.messages_count
-        )
-        + encode_name(value.name)
-        + options_prefixed(value.options)
-    )
+# ---------------------------------------------------------------- requests
 
+STREAM_ID = Field("stream_id", IDENTIFIER)
 
-def _read_stream_info(r: Reader) -> StreamInfo:
-    sid, created, topics, size, messages = _STREAM_HEAD.unpack(r.view(_STREAM_HEAD.size, "stream"))
-    name = r.name("stream name")
-    return StreamInfo(sid, created, topics, name, size, messages, read_options_prefixed(r))
+GET_STREAM = request(
+    Command.GET_STREAM, GetStream, [STREAM_ID], reply=STREAM_DETAILS, empty_reply="not found"
+)
+GET_STREAMS = request(Command.GET_STREAMS, GetStreams, reply=STREAMS)
+CREATE_STREAM = request(
+    Command.CREATE_STREAM,
+    CreateStream,
+    [Field("name", NAME), Field("options", REST)],
+    reply=STREAM_DETAILS,
+)
+DELETE_STREAM = request(Command.DELETE_STREAM, DeleteStream, [STREAM_ID])
+UPDATE_STREAM = request(
+    Command.UPDATE_STREAM,
+    UpdateStream,
+    [STREAM_ID, Field("name", NAME), Field("options", REST)],
+)
+PURGE_STREAM = request(Command.PURGE_STREAM, PurgeStream, [STREAM_ID])
 
-
-def encode_streams(values: list[StreamInfo] | tuple[StreamInfo, ...]) -> bytes:
-    """GET_STREAMS reply payload: records back to back, no count."""
-    return b"".join(encode_stream_info(v) for v in values)
-
-
-def decode_streams(payload: Buffer) -> tuple[StreamInfo, ...]:
-    """Decode a GET_STREAMS reply payload (read to the end); raises :class:`InvalidFormat`."""
-    r = Reader(payload)
-    out = []
-    while not r.at_end:
-        out.append(_read_stream_info(r))
-    return tuple(out)
-
-
-def encode_stream_details(value: StreamDetails) -> bytes:
-    """GET_STREAM / CREATE_STREAM reply payload."""
-    head = encode_stream_info(
-        StreamInfo(
-            value.id,
-            value.created_at,
-            len(value.topics),
-            value.name,
-            value.size_bytes,
-            value.messages_count,
-            value.options,
-        )
-    )
-    return head + b"".join(encode_topic_info(t) for t in value.topics)
-
-
-def decode_stream_details(payload: Buffer) -> StreamDetails:
-    """Decode a GET_STREAM / CREATE_STREAM reply payload; raises :class:`InvalidFormat`."""
-    r = Reader(payload)
-    s = _read_stream_info(r)
-    topics = []
-    for _ in range(s.topics_count):
-        topics.append(read_topic_info(r))
-    r.expect_end("stream details")
-    return StreamDetails(
-        s.id, s.created_at, s.name, s.size_bytes, s.messages_count, s.options, tuple(topics)
-    )
+decode_get_stream, encode_get_stream = GET_STREAM.codec()
+decode_get_streams, encode_get_streams = GET_STREAMS.codec()
+decode_create_stream, encode_create_stream = CREATE_STREAM.codec()
+decode_delete_stream, encode_delete_stream = DELETE_STREAM.codec()
+decode_update_stream, encode_update_stream = UPDATE_STREAM.codec()
+decode_purge_stream, encode_purge_stream = PURGE_STREAM.codec()

@@ -21,13 +21,11 @@ GET_CLIENTS                 22      empty                              [ClientIn
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 
-from ...errors import InvalidFormat
-from ..codes import OptionsScope
-from ..primitives import Reader, encode_bytes_u32, encode_name, encode_str_u32
-from ._common import U32, Buffer, expect_empty, read_count
+from ..codes import Command, OptionsScope
+from ..schema import BYTES32, F32, NAME, REST, STR32, TO_END, U8, U16, U32, U64, Enum, Field, ListOf
+from ..schema import Record, details, payload_codec, request
 
 __all__ = [
     "Ping",
@@ -126,94 +124,6 @@ class GetClients:
     """Code 22, empty."""
 
 
-def decode_ping(body: Buffer) -> Ping:
-    """Raises :class:`InvalidFormat` unless the body is empty."""
-    expect_empty(body, "ping")
-    return Ping()
-
-
-def encode_ping(value: Ping) -> bytes:
-    return b""
-
-
-def decode_get_stats(body: Buffer) -> GetStats:
-    expect_empty(body, "get_stats")
-    return GetStats()
-
-
-def encode_get_stats(value: GetStats) -> bytes:
-    return b""
-
-
-def decode_get_snapshot(body: Buffer) -> GetSnapshot:
-    """``[compression u8][types_count u8][type u8] x types_count``; raises :class:`InvalidFormat`."""
-    r = Reader(body)
-    compression = r.u8("compression")
-    count = r.u8("types_count")
-    types = tuple(r.view(count, "snapshot_types"))
-    r.expect_end("get_snapshot")
-    return GetSnapshot(compression, types)
-
-
-def encode_get_snapshot(value: GetSnapshot) -> bytes:
-    if len(value.snapshot_types) > 255:
-        raise ValueError("at most 255 snapshot types")
-    return bytes((value.compression, len(value.snapshot_types), *value.snapshot_types))
-
-
-def decode_get_cluster_metadata(body: Buffer) -> GetClusterMetadata:
-    expect_empty(body, "get_cluster_metadata")
-    return GetClusterMetadata()
-
-
-def encode_get_cluster_metadata(value: GetClusterMetadata) -> bytes:
-    return b""
-
-
-def decode_describe_options(body: Buffer) -> DescribeOptions:
-    """``[scope u8]``; raises :class:`InvalidFormat` on a scope outside 1..3."""
-    r = Reader(body)
-    scope = r.u8("scope")
-    r.expect_end("describe_options")
-    if not 1 <= scope <= 3:
-        raise InvalidFormat(f"describe_options: unknown scope {scope}", offset=0)
-    return DescribeOptions(OptionsScope(scope))
-
-
-def encode_describe_options(value: DescribeOptions) -> bytes:
-    return bytes((int(value.scope),))
-
-
-def decode_get_me(body: Buffer) -> GetMe:
-    expect_empty(body, "get_me")
-    return GetMe()
-
-
-def encode_get_me(value: GetMe) -> bytes:
-    return b""
-
-
-def decode_get_client(body: Buffer) -> GetClient:
-    """``[client_id u32]``."""
-    r = Reader(body)
-    client_id = r.u32("client_id")
-    r.expect_end("get_client")
-    return GetClient(client_id)
-
-
-def encode_get_client(value: GetClient) -> bytes:
-    return U32.pack(value.client_id)
-
-
-def decode_get_clients(body: Buffer) -> GetClients:
-    expect_empty(body, "get_clients")
-    return GetClients()
-
-
-def encode_get_clients(value: GetClients) -> bytes:
-    return b""
-
-
 # ---------------------------------------------------------------- stats reply
 
 
@@ -275,71 +185,52 @@ class Stats:
     total_disk_space: int = 0
 
 
-_STATS_HEAD = struct.Struct("<IffQQQQQQQQIIIIQII")
-_CACHE_METRIC = struct.Struct("<IIIQQf")
-_STATS_TAIL = struct.Struct("<IQQ")
-
-
-def encode_stats(value: Stats) -> bytes:
-    """Encode a GET_STATS reply payload (layout in :class:`Stats`)."""
-    out = bytearray(
-        _STATS_HEAD.pack(
-            value.process_id,
-            value.cpu_usage,
-            value.total_cpu_usage,
-            value.memory_usage,
-            value.total_memory,
-            value.available_memory,
-            value.run_time,
-            value.start_time,
-            value.read_bytes,
-            value.written_bytes,
-            value.messages_size_bytes,
-            value.streams_count,
-            value.topics_count,
-            value.partitions_count,
-            value.segments_count,
-            value.messages_count,
-            value.clients_count,
-            value.consumer_groups_count,
-        )
-    )
-    for text, what in (
-        (value.hostname, "hostname"),
-        (value.os_name, "os_name"),
-        (value.os_version, "os_version"),
-        (value.kernel_version, "kernel_version"),
-        (value.iggy_server_version, "iggy_server_version"),
-    ):
-        out += encode_str_u32(text, what)
-    out += U32.pack(value.iggy_server_semver)
-    out += U32.pack(len(value.cache_metrics))
-    for m in value.cache_metrics:
-        out += _CACHE_METRIC.pack(
-            m.stream_id, m.topic_id, m.partition_id, m.hits, m.misses, m.hit_ratio
-        )
-    out += _STATS_TAIL.pack(value.threads_count, value.free_disk_space, value.total_disk_space)
-    return bytes(out)
-
-
-def decode_stats(payload: Buffer) -> Stats:
-    """Decode a GET_STATS reply payload; raises :class:`InvalidFormat`."""
-    r = Reader(payload)
-    head = _STATS_HEAD.unpack(r.view(_STATS_HEAD.size, "stats"))
-    strings = [
-        r.str_u32(w)
-        for w in ("hostname", "os_name", "os_version", "kernel_version", "iggy_server_version")
-    ]
-    semver = r.u32("iggy_server_semver")
-    count = read_count(r, _CACHE_METRIC.size, "cache_metrics_count")
-    metrics = tuple(
-        CacheMetric(*_CACHE_METRIC.unpack(r.view(_CACHE_METRIC.size, "cache metric")))
-        for _ in range(count)
-    )
-    threads, free, total = _STATS_TAIL.unpack(r.view(_STATS_TAIL.size, "stats tail"))
-    r.expect_end("stats")
-    return Stats(*head, *strings, semver, metrics, threads, free, total)
-
+CACHE_METRIC = Record(
+    CacheMetric,
+    [
+        Field("stream_id", U32),
+        Field("topic_id", U32),
+        Field("partition_id", U32),
+        Field("hits", U64),
+        Field("misses", U64),
+        Field("hit_ratio", F32),
+    ],
+    label="cache metric",
+)
+STATS = Record(
+    Stats,
+    [
+        Field("process_id", U32),
+        Field("cpu_usage", F32),
+        Field("total_cpu_usage", F32),
+        Field("memory_usage", U64, doc="bytes"),
+        Field("total_memory", U64, doc="bytes"),
+        Field("available_memory", U64, doc="bytes"),
+        Field("run_time", U64, doc="µs"),
+        Field("start_time", U64, doc="µs since the epoch"),
+        Field("read_bytes", U64),
+        Field("written_bytes", U64),
+        Field("messages_size_bytes", U64),
+        Field("streams_count", U32),
+        Field("topics_count", U32),
+        Field("partitions_count", U32),
+        Field("segments_count", U32),
+        Field("messages_count", U64),
+        Field("clients_count", U32),
+        Field("consumer_groups_count", U32),
+        Field("hostname", STR32),
+        Field("os_name", STR32),
+        Field("os_version", STR32),
+        Field("kernel_version", STR32),
+        Field("iggy_server_version", STR32),
+        Field("iggy_server_semver", U32, doc="0 = absent"),
+        Field("cache_metrics", ListOf(CACHE_METRIC, U32)),
+        Field("threads_count", U32),
+        Field("free_disk_space", U64, doc="bytes"),
+        Field("total_disk_space", U64, doc="bytes"),
+    ],
+)
+decode_stats, encode_stats = STATS.codec()
 
 # ---------------------------------------------------------------- cluster metadata reply
 
@@ -370,37 +261,26 @@ class ClusterMetadata:
     nodes: tuple[ClusterNode, ...] = ()
 
 
-_NODE_TAIL = struct.Struct("<HHHHBB")
-
-
-def encode_cluster_metadata(value: ClusterMetadata) -> bytes:
-    """Encode the GET_CLUSTER_METADATA payload (crate ``responses/system/get_cluster_metadata.rs``)."""
-    out = bytearray(encode_str_u32(value.name, "cluster name"))
-    out += U32.pack(len(value.nodes))
-    for n in value.nodes:
-        out += encode_str_u32(n.name, "node name")
-        out += encode_str_u32(n.ip, "node ip")
-        out += _NODE_TAIL.pack(
-            n.tcp_port, n.quic_port, n.http_port, n.websocket_port, n.role, n.status
-        )
-    return bytes(out)
-
-
-def decode_cluster_metadata(payload: Buffer) -> ClusterMetadata:
-    """Decode the GET_CLUSTER_METADATA payload; raises :class:`InvalidFormat`."""
-    r = Reader(payload)
-    name = r.str_u32("cluster name")
-    count = read_count(r, 8 + _NODE_TAIL.size, "nodes_count")
-    nodes = []
-    for _ in range(count):
-        node_name = r.str_u32("node name")
-        ip = r.str_u32("node ip")
-        nodes.append(
-            ClusterNode(node_name, ip, *_NODE_TAIL.unpack(r.view(_NODE_TAIL.size, "node ports")))
-        )
-    r.expect_end("cluster metadata")
-    return ClusterMetadata(name, tuple(nodes))
-
+CLUSTER_NODE = Record(
+    ClusterNode,
+    [
+        Field("name", STR32),
+        Field("ip", STR32),
+        Field("tcp_port", U16),
+        Field("quic_port", U16),
+        Field("http_port", U16),
+        Field("websocket_port", U16),
+        Field("role", U8, doc="0 leader, 1 follower"),
+        Field("status", U8, doc="0 healthy .. 5 unknown"),
+    ],
+    label="node",
+)
+CLUSTER_METADATA = Record(
+    ClusterMetadata,
+    [Field("name", STR32), Field("nodes", ListOf(CLUSTER_NODE, U32))],
+    what="cluster metadata",
+)
+decode_cluster_metadata, encode_cluster_metadata = CLUSTER_METADATA.codec()
 
 # ---------------------------------------------------------------- describe options reply
 
@@ -419,32 +299,21 @@ class OptionDescriptor:
     description: str = ""
 
 
-def encode_option_descriptors(
-    values: list[OptionDescriptor] | tuple[OptionDescriptor, ...],
-) -> bytes:
-    """DESCRIBE_OPTIONS reply payload: ``[count u32][OptionDescriptor]*``."""
-    out = bytearray(U32.pack(len(values)))
-    for d in values:
-        out += encode_name(d.key, "option key")
-        out.append(d.kind)
-        out += encode_bytes_u32(d.default_value)
-        out += encode_str_u32(d.description, "description")
-    return bytes(out)
-
-
-def decode_option_descriptors(payload: Buffer) -> tuple[OptionDescriptor, ...]:
-    """Decode a DESCRIBE_OPTIONS reply payload; raises :class:`InvalidFormat`."""
-    r = Reader(payload)
-    count = read_count(r, 11, "options count")
-    out = []
-    for _ in range(count):
-        key = r.name("option key")
-        kind = r.u8("option kind")
-        default = r.bytes_u32("option default")
-        out.append(OptionDescriptor(key, kind, default, r.str_u32("option description")))
-    r.expect_end("describe options")
-    return tuple(out)
-
+OPTION_DESCRIPTOR = Record(
+    OptionDescriptor,
+    [
+        Field("key", NAME),
+        Field("kind", U8, doc="header kind code"),
+        Field("default_value", BYTES32),
+        Field("description", STR32),
+    ],
+    label="option",
+)
+OPTION_DESCRIPTORS = ListOf(OPTION_DESCRIPTOR, U32)
+"""DESCRIBE_OPTIONS reply payload: ``[count u32][OptionDescriptor]*``."""
+decode_option_descriptors, encode_option_descriptors = payload_codec(
+    OPTION_DESCRIPTORS, "describe options"
+)
 
 # ---------------------------------------------------------------- clients replies
 
@@ -488,63 +357,65 @@ class ClientDetails:
     consumer_groups: tuple[ClientGroupRef, ...] = ()
 
 
-_CLIENT_HEAD = struct.Struct("<IIB")
-_GROUP_REF = struct.Struct("<III")
+CLIENT_GROUP_REF = Record(
+    ClientGroupRef,
+    [Field("stream_id", U32), Field("topic_id", U32), Field("group_id", U32)],
+    label="consumer group",
+)
+CLIENT_INFO = Record(
+    ClientInfo,
+    [
+        Field("client_id", U32),
+        Field("user_id", U32, doc="NO_USER_ID before login"),
+        Field("transport", U8, doc="1 tcp, 2 quic, 3 http, 4 websocket"),
+        Field("address", STR32),
+        Field("consumer_groups_count", U32),
+    ],
+    label="client",
+)
+CLIENT_DETAILS = details(CLIENT_INFO, ClientDetails, "consumer_groups", CLIENT_GROUP_REF)
+CLIENTS = ListOf(CLIENT_INFO, TO_END)
+"""GET_CLIENTS reply payload: the records back to back, no count."""
 
+encode_client_info = CLIENT_INFO.codec()[1]
+decode_clients, encode_clients = payload_codec(CLIENTS, "clients")
+decode_client_details, encode_client_details = CLIENT_DETAILS.codec()
 
-def encode_client_info(value: ClientInfo) -> bytes:
-    return (
-        _CLIENT_HEAD.pack(value.client_id, value.user_id, value.transport)
-        + encode_str_u32(value.address, "address")
-        + U32.pack(value.consumer_groups_count)
-    )
+# ---------------------------------------------------------------- requests
 
+PING = request(Command.PING, Ping)
+GET_STATS = request(Command.GET_STATS, GetStats, reply=STATS)
+GET_SNAPSHOT = request(
+    Command.GET_SNAPSHOT,
+    GetSnapshot,
+    [Field("compression", U8), Field("snapshot_types", ListOf(U8, U8))],
+    reply=REST,
+)
+GET_CLUSTER_METADATA = request(
+    Command.GET_CLUSTER_METADATA, GetClusterMetadata, reply=CLUSTER_METADATA
+)
+DESCRIBE_OPTIONS = request(
+    Command.DESCRIBE_OPTIONS,
+    DescribeOptions,
+    [Field("scope", Enum(U8, OptionsScope))],
+    reply=OPTION_DESCRIPTORS,
+)
+GET_ME = request(Command.GET_ME, GetMe, reply=CLIENT_DETAILS)
+GET_CLIENT = request(
+    Command.GET_CLIENT,
+    GetClient,
+    [Field("client_id", U32)],
+    reply=CLIENT_DETAILS,
+    empty_reply="not found",
+)
+GET_CLIENTS = request(Command.GET_CLIENTS, GetClients, reply=CLIENTS)
 
-def _read_client_info(r: Reader) -> ClientInfo:
-    client_id, user_id, transport = _CLIENT_HEAD.unpack(r.view(_CLIENT_HEAD.size, "client"))
-    address = r.str_u32("address")
-    return ClientInfo(client_id, user_id, transport, address, r.u32("consumer_groups_count"))
-
-
-def encode_clients(values: list[ClientInfo] | tuple[ClientInfo, ...]) -> bytes:
-    """GET_CLIENTS reply payload: the records back to back, no count."""
-    return b"".join(encode_client_info(v) for v in values)
-
-
-def decode_clients(payload: Buffer) -> tuple[ClientInfo, ...]:
-    """Decode a GET_CLIENTS reply payload (read to the end); raises :class:`InvalidFormat`."""
-    r = Reader(payload)
-    out = []
-    while not r.at_end:
-        out.append(_read_client_info(r))
-    return tuple(out)
-
-
-def encode_client_details(value: ClientDetails) -> bytes:
-    """GET_ME / GET_CLIENT reply payload."""
-    head = encode_client_info(
-        ClientInfo(
-            value.client_id,
-            value.user_id,
-            value.transport,
-            value.address,
-            len(value.consumer_groups),
-        )
-    )
-    return head + b"".join(
-        _GROUP_REF.pack(g.stream_id, g.topic_id, g.group_id) for g in value.consumer_groups
-    )
-
-
-def decode_client_details(payload: Buffer) -> ClientDetails:
-    """Decode a GET_ME / GET_CLIENT reply payload; raises :class:`InvalidFormat`."""
-    r = Reader(payload)
-    info = _read_client_info(r)
-    if info.consumer_groups_count * _GROUP_REF.size > r.remaining:
-        raise InvalidFormat("client details: consumer groups truncated", offset=r.pos)
-    groups = tuple(
-        ClientGroupRef(*_GROUP_REF.unpack(r.view(_GROUP_REF.size, "consumer group")))
-        for _ in range(info.consumer_groups_count)
-    )
-    r.expect_end("client details")
-    return ClientDetails(info.client_id, info.user_id, info.transport, info.address, groups)
+payload_codec(REST, "snapshot")  # GET_SNAPSHOT's reply: the raw archive bytes
+decode_ping, encode_ping = PING.codec()
+decode_get_stats, encode_get_stats = GET_STATS.codec()
+decode_get_snapshot, encode_get_snapshot = GET_SNAPSHOT.codec()
+decode_get_cluster_metadata, encode_get_cluster_metadata = GET_CLUSTER_METADATA.codec()
+decode_describe_options, encode_describe_options = DESCRIBE_OPTIONS.codec()
+decode_get_me, encode_get_me = GET_ME.codec()
+decode_get_client, encode_get_client = GET_CLIENT.codec()
+decode_get_clients, encode_get_clients = GET_CLIENTS.codec()

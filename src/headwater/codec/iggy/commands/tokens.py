@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..primitives import Reader, encode_name
-from ._common import U64, Buffer, expect_empty
+from ..codes import Command
+from ..schema import NAME, TO_END, U64, Field, ListOf, Record, payload_codec, request
 
 __all__ = [
     "GetPersonalAccessTokens",
@@ -72,50 +72,6 @@ class LoginWithPersonalAccessToken:
     token: str
 
 
-def decode_get_personal_access_tokens(body: Buffer) -> GetPersonalAccessTokens:
-    expect_empty(body, "get_personal_access_tokens")
-    return GetPersonalAccessTokens()
-
-
-def encode_get_personal_access_tokens(value: GetPersonalAccessTokens) -> bytes:
-    return b""
-
-
-def decode_create_personal_access_token(body: Buffer) -> CreatePersonalAccessToken:
-    """``[name Name][expiry u64 µs]``; raises :class:`InvalidFormat`."""
-    r = Reader(body)
-    name = r.name("name")
-    expiry = r.u64("expiry")
-    r.expect_end("create_personal_access_token")
-    return CreatePersonalAccessToken(name, expiry)
-
-
-def encode_create_personal_access_token(value: CreatePersonalAccessToken) -> bytes:
-    return encode_name(value.name) + U64.pack(value.expiry)
-
-
-def decode_delete_personal_access_token(body: Buffer) -> DeletePersonalAccessToken:
-    r = Reader(body)
-    name = r.name("name")
-    r.expect_end("delete_personal_access_token")
-    return DeletePersonalAccessToken(name)
-
-
-def encode_delete_personal_access_token(value: DeletePersonalAccessToken) -> bytes:
-    return encode_name(value.name)
-
-
-def decode_login_with_personal_access_token(body: Buffer) -> LoginWithPersonalAccessToken:
-    r = Reader(body)
-    token = r.name("token")
-    r.expect_end("login_with_personal_access_token")
-    return LoginWithPersonalAccessToken(token)
-
-
-def encode_login_with_personal_access_token(value: LoginWithPersonalAccessToken) -> bytes:
-    return encode_name(value.token, "token")
-
-
 # ---------------------------------------------------------------- replies
 
 
@@ -127,23 +83,6 @@ class PersonalAccessTokenInfo:
     expiry_at: int = 0
 
 
-def encode_personal_access_tokens(
-    values: list[PersonalAccessTokenInfo] | tuple[PersonalAccessTokenInfo, ...],
-) -> bytes:
-    """GET_PERSONAL_ACCESS_TOKENS reply payload: entries back to back, no count."""
-    return b"".join(encode_name(v.name) + U64.pack(v.expiry_at) for v in values)
-
-
-def decode_personal_access_tokens(payload: Buffer) -> tuple[PersonalAccessTokenInfo, ...]:
-    """Decode the list (read to the end); raises :class:`InvalidFormat`."""
-    r = Reader(payload)
-    out = []
-    while not r.at_end:
-        name = r.name("name")
-        out.append(PersonalAccessTokenInfo(name, r.u64("expiry_at")))
-    return tuple(out)
-
-
 @dataclass(frozen=True, slots=True)
 class RawPersonalAccessToken:
     """CREATE_PERSONAL_ACCESS_TOKEN reply: the token string, ``[len u8][token]``, shown once."""
@@ -151,12 +90,50 @@ class RawPersonalAccessToken:
     token: str
 
 
-def encode_raw_personal_access_token(value: RawPersonalAccessToken) -> bytes:
-    return encode_name(value.token, "token")
+PERSONAL_ACCESS_TOKEN_INFO = Record(
+    PersonalAccessTokenInfo,
+    [Field("name", NAME), Field("expiry_at", U64, doc="µs since the epoch, 0 = never")],
+)
+PERSONAL_ACCESS_TOKENS = ListOf(PERSONAL_ACCESS_TOKEN_INFO, TO_END)
+"""GET_PERSONAL_ACCESS_TOKENS reply payload: entries back to back, no count."""
+RAW_PERSONAL_ACCESS_TOKEN = Record(
+    RawPersonalAccessToken, [Field("token", NAME)], what="raw personal access token"
+)
 
+decode_personal_access_tokens, encode_personal_access_tokens = payload_codec(
+    PERSONAL_ACCESS_TOKENS, "personal access tokens"
+)
+decode_raw_personal_access_token, encode_raw_personal_access_token = (
+    RAW_PERSONAL_ACCESS_TOKEN.codec()
+)
 
-def decode_raw_personal_access_token(payload: Buffer) -> RawPersonalAccessToken:
-    r = Reader(payload)
-    token = r.name("token")
-    r.expect_end("raw personal access token")
-    return RawPersonalAccessToken(token)
+# ---------------------------------------------------------------- requests
+
+GET_PERSONAL_ACCESS_TOKENS = request(
+    Command.GET_PERSONAL_ACCESS_TOKENS, GetPersonalAccessTokens, reply=PERSONAL_ACCESS_TOKENS
+)
+CREATE_PERSONAL_ACCESS_TOKEN = request(
+    Command.CREATE_PERSONAL_ACCESS_TOKEN,
+    CreatePersonalAccessToken,
+    [Field("name", NAME), Field("expiry", U64, doc="µs; 0 server default, u64::MAX never")],
+    reply=RAW_PERSONAL_ACCESS_TOKEN,
+)
+DELETE_PERSONAL_ACCESS_TOKEN = request(
+    Command.DELETE_PERSONAL_ACCESS_TOKEN, DeletePersonalAccessToken, [Field("name", NAME)]
+)
+LOGIN_WITH_PERSONAL_ACCESS_TOKEN = request(
+    Command.LOGIN_WITH_PERSONAL_ACCESS_TOKEN, LoginWithPersonalAccessToken, [Field("token", NAME)]
+)
+
+decode_get_personal_access_tokens, encode_get_personal_access_tokens = (
+    GET_PERSONAL_ACCESS_TOKENS.codec()
+)
+decode_create_personal_access_token, encode_create_personal_access_token = (
+    CREATE_PERSONAL_ACCESS_TOKEN.codec()
+)
+decode_delete_personal_access_token, encode_delete_personal_access_token = (
+    DELETE_PERSONAL_ACCESS_TOKEN.codec()
+)
+decode_login_with_personal_access_token, encode_login_with_personal_access_token = (
+    LOGIN_WITH_PERSONAL_ACCESS_TOKEN.codec()
+)

@@ -21,12 +21,12 @@ PURGE_TOPIC   305   135  [stream_id Identifier][topic_id Identifier]         emp
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 
-from ...errors import InvalidFormat
-from ..primitives import Identifier, Reader, decode_identifier, encode_identifier, encode_name
-from ._common import U32, Buffer, options_prefixed, read_count, read_options_prefixed
+from ..codes import Command
+from ..primitives import Identifier
+from ..schema import IDENTIFIER, NAME, OPTIONS, REST, U8, U32, U64, Field, ListOf, Record
+from ..schema import details, payload_codec, request
 
 __all__ = [
     "GetTopic",
@@ -102,86 +102,6 @@ class PurgeTopic:
     topic_id: Identifier
 
 
-def _two_ids(body: Buffer, what: str) -> tuple[Identifier, Identifier]:
-    r = Reader(body)
-    stream_id = decode_identifier(r, "stream_id")
-    topic_id = decode_identifier(r, "topic_id")
-    r.expect_end(what)
-    return stream_id, topic_id
-
-
-def decode_get_topic(body: Buffer) -> GetTopic:
-    """``[stream_id Identifier][topic_id Identifier]``; raises :class:`InvalidFormat`."""
-    return GetTopic(*_two_ids(body, "get_topic"))
-
-
-def encode_get_topic(value: GetTopic) -> bytes:
-    return encode_identifier(value.stream_id) + encode_identifier(value.topic_id)
-
-
-def decode_get_topics(body: Buffer) -> GetTopics:
-    r = Reader(body)
-    stream_id = decode_identifier(r, "stream_id")
-    r.expect_end("get_topics")
-    return GetTopics(stream_id)
-
-
-def encode_get_topics(value: GetTopics) -> bytes:
-    return encode_identifier(value.stream_id)
-
-
-def decode_create_topic(body: Buffer) -> CreateTopic:
-    """``[stream_id][partitions_count u32][name Name][options to end]``; raises :class:`InvalidFormat`."""
-    r = Reader(body)
-    stream_id = decode_identifier(r, "stream_id")
-    partitions_count = r.u32("partitions_count")
-    name = r.name("name")
-    return CreateTopic(stream_id, partitions_count, name, bytes(r.rest()))
-
-
-def encode_create_topic(value: CreateTopic) -> bytes:
-    return (
-        encode_identifier(value.stream_id)
-        + U32.pack(value.partitions_count)
-        + encode_name(value.name)
-        + bytes(value.options)
-    )
-
-
-def decode_delete_topic(body: Buffer) -> DeleteTopic:
-    return DeleteTopic(*_two_ids(body, "delete_topic"))
-
-
-def encode_delete_topic(value: DeleteTopic) -> bytes:
-    return encode_identifier(value.stream_id) + encode_identifier(value.topic_id)
-
-
-def decode_update_topic(body: Buffer) -> UpdateTopic:
-    """``[stream_id][topic_id][name Name][options to end]``; raises :class:`InvalidFormat`."""
-    r = Reader(body)
-    stream_id = decode_identifier(r, "stream_id")
-    topic_id = decode_identifier(r, "topic_id")
-    name = r.name("name")
-    return UpdateTopic(stream_id, topic_id, name, bytes(r.rest()))
-
-
-def encode_update_topic(value: UpdateTopic) -> bytes:
-    return (
-        encode_identifier(value.stream_id)
-        + encode_identifier(value.topic_id)
-        + encode_name(value.name)
-        + bytes(value.options)
-    )
-
-
-def decode_purge_topic(body: Buffer) -> PurgeTopic:
-    return PurgeTopic(*_two_ids(body, "purge_topic"))
-
-
-def encode_purge_topic(value: PurgeTopic) -> bytes:
-    return encode_identifier(value.stream_id) + encode_identifier(value.topic_id)
-
-
 # ---------------------------------------------------------------- replies
 
 
@@ -243,116 +163,70 @@ class TopicDetails:
     partitions: tuple[PartitionInfo, ...] = ()
 
 
-_TOPIC_HEAD = struct.Struct("<IQIQBQQQ")
-_PARTITION = struct.Struct("<IQIQQQ")
+TOPIC_INFO = Record(
+    TopicInfo,
+    [
+        Field("id", U32),
+        Field("created_at", U64, doc="µs since the epoch"),
+        Field("partitions_count", U32),
+        Field("message_expiry", U64, doc="µs; 0 or u64::MAX = never"),
+        Field("compression_algorithm", U8, doc="1 none, 2 gzip"),
+        Field("max_topic_size", U64, doc="bytes; 0 server default, u64::MAX unlimited"),
+        Field("size_bytes", U64),
+        Field("messages_count", U64),
+        Field("name", NAME),
+        Field("options", OPTIONS),
+        Field("derived_options", OPTIONS),
+    ],
+    label="topic",
+)
+PARTITION_INFO = Record(
+    PartitionInfo,
+    [
+        Field("id", U32),
+        Field("created_at", U64, doc="µs since the epoch"),
+        Field("segments_count", U32),
+        Field("current_offset", U64),
+        Field("size_bytes", U64),
+        Field("messages_count", U64),
+    ],
+    label="partition",
+)
+TOPIC_DETAILS = details(TOPIC_INFO, TopicDetails, "partitions", PARTITION_INFO)
+TOPICS = ListOf(TOPIC_INFO, U32)
+"""GET_TOPICS reply payload: ``[count u32][TopicInfo]*`` (the only list with a count)."""
 
+read_topic_info = TOPIC_INFO.read
+encode_topic_info = TOPIC_INFO.codec()[1]
+decode_topics, encode_topics = payload_codec(TOPICS, "topics")
+decode_topic_details, encode_topic_details = TOPIC_DETAILS.codec()
 
-def encode_topic_info(value: TopicInfo) -> bytes:
-    return (
-        _TOPIC_HEAD.pack(
-            value.id,
-            value.created_at,
-            value.partitions_count,
-            value.message_expiry,
-            value.compression_algorithm,
-            value.max_topic_size,
-            value.size_bytes,
-            value.messages_count,
-        )
-        + encode_name(value.name)
-        + options_prefixed(value.options)
-        + options_prefixed(value.derived_options)
-    )
+# ---------------------------------------------------------------- requests
 
+STREAM_ID = Field("stream_id", IDENTIFIER)
+TOPIC_ID = Field("topic_id", IDENTIFIER)
 
-def read_topic_info(r: Reader) -> TopicInfo:
-    """Read one topic record from ``r`` (used by stream details too)."""
-    tid, created, partitions, expiry, compression, max_size, size, messages = _TOPIC_HEAD.unpack(
-        r.view(_TOPIC_HEAD.size, "topic")
-    )
-    name = r.name("topic name")
-    options = read_options_prefixed(r, "options")
-    derived = read_options_prefixed(r, "derived_options")
-    return TopicInfo(
-        tid,
-        created,
-        partitions,
-        name,
-        expiry,
-        compression,
-        max_size,
-        size,
-        messages,
-        options,
-        derived,
-    )
+GET_TOPIC = request(
+    Command.GET_TOPIC, GetTopic, [STREAM_ID, TOPIC_ID], reply=TOPIC_DETAILS, empty_reply="not found"
+)
+GET_TOPICS = request(Command.GET_TOPICS, GetTopics, [STREAM_ID], reply=TOPICS)
+CREATE_TOPIC = request(
+    Command.CREATE_TOPIC,
+    CreateTopic,
+    [STREAM_ID, Field("partitions_count", U32), Field("name", NAME), Field("options", REST)],
+    reply=TOPIC_DETAILS,
+)
+DELETE_TOPIC = request(Command.DELETE_TOPIC, DeleteTopic, [STREAM_ID, TOPIC_ID])
+UPDATE_TOPIC = request(
+    Command.UPDATE_TOPIC,
+    UpdateTopic,
+    [STREAM_ID, TOPIC_ID, Field("name", NAME), Field("options", REST)],
+)
+PURGE_TOPIC = request(Command.PURGE_TOPIC, PurgeTopic, [STREAM_ID, TOPIC_ID])
 
-
-def encode_topics(values: list[TopicInfo] | tuple[TopicInfo, ...]) -> bytes:
-    """GET_TOPICS reply payload: ``[count u32][TopicInfo]*`` (the only list with a count)."""
-    return U32.pack(len(values)) + b"".join(encode_topic_info(v) for v in values)
-
-
-_MIN_TOPIC = _TOPIC_HEAD.size + 2 + 8
-
-
-def decode_topics(payload: Buffer) -> tuple[TopicInfo, ...]:
-    """Decode a GET_TOPICS reply payload; raises :class:`InvalidFormat`."""
-    r = Reader(payload)
-    count = read_count(r, _MIN_TOPIC, "topics_count")
-    out = tuple(read_topic_info(r) for _ in range(count))
-    r.expect_end("topics")
-    return out
-
-
-def encode_topic_details(value: TopicDetails) -> bytes:
-    """GET_TOPIC / CREATE_TOPIC reply payload."""
-    head = encode_topic_info(
-        TopicInfo(
-            value.id,
-            value.created_at,
-            len(value.partitions),
-            value.name,
-            value.message_expiry,
-            value.compression_algorithm,
-            value.max_topic_size,
-            value.size_bytes,
-            value.messages_count,
-            value.options,
-            value.derived_options,
-        )
-    )
-    return head + b"".join(
-        _PARTITION.pack(
-            p.id, p.created_at, p.segments_count, p.current_offset, p.size_bytes, p.messages_count
-        )
-        for p in value.partitions
-    )
-
-
-def decode_topic_details(payload: Buffer) -> TopicDetails:
-    """Decode a GET_TOPIC / CREATE_TOPIC reply payload; raises :class:`InvalidFormat`."""
-    r = Reader(payload)
-    t = read_topic_info(r)
-    if t.partitions_count * _PARTITION.size > r.remaining:
-        raise InvalidFormat(
-            f"topic details: {t.partitions_count} partitions truncated", offset=r.pos
-        )
-    partitions = tuple(
-        PartitionInfo(*_PARTITION.unpack(r.view(_PARTITION.size, "partition")))
-        for _ in range(t.partitions_count)
-    )
-    r.expect_end("topic details")
-    return TopicDetails(
-        t.id,
-        t.created_at,
-        t.name,
-        t.message_expiry,
-        t.compression_algorithm,
-        t.max_topic_size,
-        t.size_bytes,
-        t.messages_count,
-        t.options,
-        t.derived_options,
-        partitions,
-    )
+decode_get_topic, encode_get_topic = GET_TOPIC.codec()
+decode_get_topics, encode_get_topics = GET_TOPICS.codec()
+decode_create_topic, encode_create_topic = CREATE_TOPIC.codec()
+decode_delete_topic, encode_delete_topic = DELETE_TOPIC.codec()
+decode_update_topic, encode_update_topic = UPDATE_TOPIC.codec()
+decode_purge_topic, encode_purge_topic = PURGE_TOPIC.codec()

@@ -33,23 +33,12 @@ UserDetails: we follow the SDK.
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 
-from ...errors import InvalidFormat
-from ..primitives import (
-    Identifier,
-    Permissions,
-    Reader,
-    decode_identifier,
-    decode_permissions,
-    encode_identifier,
-    encode_name,
-    encode_permissions,
-    encode_str_u8,
-    encode_str_u32,
-)
-from ._common import U32, Buffer, expect_empty, options_prefixed, read_flag, read_options_prefixed
+from ..codes import Command
+from ..primitives import Identifier, Permissions
+from ..schema import IDENTIFIER, NAME, OPTIONS, PERMISSIONS, REST, STR8, STR32, TO_END, U8, U32, U64
+from ..schema import Field, ListOf, NoneIfEmpty, Optional, Record, Sized, payload_codec, request
 
 __all__ = [
     "GetUser",
@@ -87,9 +76,6 @@ __all__ = [
     "encode_user_details",
     "decode_user_details",
 ]
-
-
-# ---------------------------------------------------------------- requests
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,164 +144,6 @@ class LogoutUser:
     """Code 39, ``operation = 3``, empty."""
 
 
-def _identifier_only(body: Buffer, what: str) -> Identifier:
-    r = Reader(body)
-    value = decode_identifier(r, "user_id")
-    r.expect_end(what)
-    return value
-
-
-def decode_get_user(body: Buffer) -> GetUser:
-    """``[user_id Identifier]``; raises :class:`InvalidFormat` (or InvalidIdentifier)."""
-    return GetUser(_identifier_only(body, "get_user"))
-
-
-def encode_get_user(value: GetUser) -> bytes:
-    return encode_identifier(value.user_id)
-
-
-def decode_get_users(body: Buffer) -> GetUsers:
-    expect_empty(body, "get_users")
-    return GetUsers()
-
-
-def encode_get_users(value: GetUsers) -> bytes:
-    return b""
-
-
-def _read_optional_permissions(r: Reader) -> Permissions | None:
-    if not read_flag(r, "has_permissions"):
-        return None
-    length = r.u32("permissions_len")
-    start = r.pos
-    sub = Reader(r.view(length, "permissions"), base=r.base + start)
-    permissions = decode_permissions(sub)
-    sub.expect_end("permissions (permissions_len larger than the block)")
-    return permissions
-
-
-def _optional_permissions(value: Permissions | None) -> bytes:
-    if value is None:
-        return b"\x00"
-    block = encode_permissions(value)
-    return b"\x01" + U32.pack(len(block)) + block
-
-
-def decode_create_user(body: Buffer) -> CreateUser:
-    """Decode CREATE_USER (layout in the module table); the options block is the rest of the body.
-
-    Raises :class:`InvalidFormat` on a short body, bad utf-8, a flag other
-    than 0/1, or a ``permissions_len`` that does not match the block.
-    """
-    r = Reader(body)
-    username = r.name("username")
-    password = r.str_u8("password")
-    status = r.u8("status")
-    permissions = _read_optional_permissions(r)
-    return CreateUser(username, password, status, permissions, bytes(r.rest()))
-
-
-def encode_create_user(value: CreateUser) -> bytes:
-    return (
-        encode_name(value.username, "username")
-        + encode_str_u8(value.password, "password")
-        + bytes((value.status,))
-        + _optional_permissions(value.permissions)
-        + bytes(value.options)
-    )
-
-
-def decode_delete_user(body: Buffer) -> DeleteUser:
-    return DeleteUser(_identifier_only(body, "delete_user"))
-
-
-def encode_delete_user(value: DeleteUser) -> bytes:
-    return encode_identifier(value.user_id)
-
-
-def decode_update_user(body: Buffer) -> UpdateUser:
-    """Decode UPDATE_USER; options block is the rest. Raises :class:`InvalidFormat`."""
-    r = Reader(body)
-    user_id = decode_identifier(r, "user_id")
-    username = r.name("username") if read_flag(r, "has_username") else None
-    status = r.u8("status") if read_flag(r, "has_status") else None
-    return UpdateUser(user_id, username, status, bytes(r.rest()))
-
-
-def encode_update_user(value: UpdateUser) -> bytes:
-    out = bytearray(encode_identifier(value.user_id))
-    if value.username is None:
-        out.append(0)
-    else:
-        out += b"\x01" + encode_name(value.username, "username")
-    if value.status is None:
-        out.append(0)
-    else:
-        out += bytes((1, value.status))
-    out += value.options
-    return bytes(out)
-
-
-def decode_update_permissions(body: Buffer) -> UpdatePermissions:
-    """Decode UPDATE_PERMISSIONS; raises :class:`InvalidFormat`."""
-    r = Reader(body)
-    user_id = decode_identifier(r, "user_id")
-    permissions = _read_optional_permissions(r)
-    r.expect_end("update_permissions")
-    return UpdatePermissions(user_id, permissions)
-
-
-def encode_update_permissions(value: UpdatePermissions) -> bytes:
-    return encode_identifier(value.user_id) + _optional_permissions(value.permissions)
-
-
-def decode_change_password(body: Buffer) -> ChangePassword:
-    """Decode CHANGE_PASSWORD (passwords are u8-length strings, 0..255 bytes)."""
-    r = Reader(body)
-    user_id = decode_identifier(r, "user_id")
-    current = r.str_u8("current_password")
-    new = r.str_u8("new_password")
-    r.expect_end("change_password")
-    return ChangePassword(user_id, current, new)
-
-
-def encode_change_password(value: ChangePassword) -> bytes:
-    return (
-        encode_identifier(value.user_id)
-        + encode_str_u8(value.current_password, "current_password")
-        + encode_str_u8(value.new_password, "new_password")
-    )
-
-
-def decode_login_user(body: Buffer) -> LoginUser:
-    """Legacy LOGIN_USER (38), for recognising it; zero lengths decode as ``None``."""
-    r = Reader(body)
-    username = r.name("username")
-    password = r.str_u8("password")
-    version = r.str_u32("version") or None
-    context = r.str_u32("context") or None
-    r.expect_end("login_user")
-    return LoginUser(username, password, version, context)
-
-
-def encode_login_user(value: LoginUser) -> bytes:
-    return (
-        encode_name(value.username, "username")
-        + encode_str_u8(value.password, "password")
-        + encode_str_u32(value.version or "", "version")
-        + encode_str_u32(value.context or "", "context")
-    )
-
-
-def decode_logout_user(body: Buffer) -> LogoutUser:
-    expect_empty(body, "logout_user")
-    return LogoutUser()
-
-
-def encode_logout_user(value: LogoutUser) -> bytes:
-    return b""
-
-
 # ---------------------------------------------------------------- replies
 
 
@@ -349,66 +177,89 @@ class UserDetails:
     permissions: Permissions | None = None
 
 
-_USER_HEAD = struct.Struct("<IQB")
+_USER_FIELDS = [
+    Field("id", U32),
+    Field("created_at", U64, doc="µs since the epoch"),
+    Field("status", U8, doc="1 active, 2 inactive"),
+    Field("username", NAME),
+    Field("options", OPTIONS),
+]
+USER_INFO = Record(UserInfo, _USER_FIELDS, label="user")
+USER_DETAILS = Record(
+    UserDetails,
+    [
+        *_USER_FIELDS,
+        Field(
+            "permissions",
+            Optional(Sized(PERMISSIONS), flag="has_permissions", strict=False, padding=3),
+            doc="none: u32 0; else [1 u8][len u32][Permissions]",
+        ),
+    ],
+    what="user details",
+)
+USERS = ListOf(USER_INFO, TO_END)
+"""GET_USERS reply payload: records back to back, no count."""
 
+encode_user_info = USER_INFO.codec()[1]
+decode_users, encode_users = payload_codec(USERS, "users")
+decode_user_details, encode_user_details = USER_DETAILS.codec()
 
-def encode_user_info(value: UserInfo) -> bytes:
-    return (
-        _USER_HEAD.pack(value.id, value.created_at, value.status)
-        + encode_name(value.username, "username")
-        + options_prefixed(value.options)
-    )
+# ---------------------------------------------------------------- requests
 
+USER_ID = Field("user_id", IDENTIFIER)
+_PERMISSIONS = Field("permissions", Optional(Sized(PERMISSIONS), flag="has_permissions"))
 
-def _read_user_info(r: Reader) -> UserInfo:
-    user_id, created_at, status = _USER_HEAD.unpack(r.view(_USER_HEAD.size, "user"))
-    return UserInfo(user_id, created_at, status, r.name("username"), read_options_prefixed(r))
+GET_USER = request(
+    Command.GET_USER, GetUser, [USER_ID], reply=USER_DETAILS, empty_reply="not found"
+)
+GET_USERS = request(Command.GET_USERS, GetUsers, reply=USERS)
+CREATE_USER = request(
+    Command.CREATE_USER,
+    CreateUser,
+    [
+        Field("username", NAME),
+        Field("password", STR8),
+        Field("status", U8, doc="1 active, 2 inactive"),
+        _PERMISSIONS,
+        Field("options", REST),
+    ],
+    reply=USER_DETAILS,
+)
+DELETE_USER = request(Command.DELETE_USER, DeleteUser, [USER_ID])
+UPDATE_USER = request(
+    Command.UPDATE_USER,
+    UpdateUser,
+    [
+        USER_ID,
+        Field("username", Optional(NAME, flag="has_username")),
+        Field("status", Optional(U8, flag="has_status")),
+        Field("options", REST),
+    ],
+)
+UPDATE_PERMISSIONS = request(Command.UPDATE_PERMISSIONS, UpdatePermissions, [USER_ID, _PERMISSIONS])
+CHANGE_PASSWORD = request(
+    Command.CHANGE_PASSWORD,
+    ChangePassword,
+    [USER_ID, Field("current_password", STR8), Field("new_password", STR8)],
+)
+LOGIN_USER = request(
+    Command.LOGIN_USER,
+    LoginUser,
+    [
+        Field("username", NAME),
+        Field("password", STR8),
+        Field("version", NoneIfEmpty(STR32)),
+        Field("context", NoneIfEmpty(STR32)),
+    ],
+)
+LOGOUT_USER = request(Command.LOGOUT_USER, LogoutUser)
 
-
-def encode_users(values: list[UserInfo] | tuple[UserInfo, ...]) -> bytes:
-    """GET_USERS reply payload: records back to back, no count."""
-    return b"".join(encode_user_info(v) for v in values)
-
-
-def decode_users(payload: Buffer) -> tuple[UserInfo, ...]:
-    """Decode a GET_USERS reply payload (read to the end); raises :class:`InvalidFormat`."""
-    r = Reader(payload)
-    out = []
-    while not r.at_end:
-        out.append(_read_user_info(r))
-    return tuple(out)
-
-
-def encode_user_details(value: UserDetails) -> bytes:
-    """GET_USER / CREATE_USER reply payload (crate ``responses/users/get_user.rs``)."""
-    head = encode_user_info(
-        UserInfo(value.id, value.created_at, value.status, value.username, value.options)
-    )
-    if value.permissions is None:
-        return head + b"\x00\x00\x00\x00"
-    block = encode_permissions(value.permissions)
-    return head + b"\x01" + U32.pack(len(block)) + block
-
-
-def decode_user_details(payload: Buffer) -> UserDetails:
-    """Decode a GET_USER / CREATE_USER reply payload; raises :class:`InvalidFormat`."""
-    r = Reader(payload)
-    info = _read_user_info(r)
-    start = r.pos
-    flag = r.u8("has_permissions")
-    if flag == 0:
-        if any(r.view(3, "permissions padding")):
-            raise InvalidFormat(
-                "user details: nonzero padding after has_permissions = 0", offset=r.base + start
-            )
-        permissions = None
-    else:
-        length = r.u32("permissions_len")
-        sub_start = r.pos
-        sub = Reader(r.view(length, "permissions"), base=r.base + sub_start)
-        permissions = decode_permissions(sub)
-        sub.expect_end("permissions")
-    r.expect_end("user details")
-    return UserDetails(
-        info.id, info.created_at, info.status, info.username, info.options, permissions
-    )
+decode_get_user, encode_get_user = GET_USER.codec()
+decode_get_users, encode_get_users = GET_USERS.codec()
+decode_create_user, encode_create_user = CREATE_USER.codec()
+decode_delete_user, encode_delete_user = DELETE_USER.codec()
+decode_update_user, encode_update_user = UPDATE_USER.codec()
+decode_update_permissions, encode_update_permissions = UPDATE_PERMISSIONS.codec()
+decode_change_password, encode_change_password = CHANGE_PASSWORD.codec()
+decode_login_user, encode_login_user = LOGIN_USER.codec()
+decode_logout_user, encode_logout_user = LOGOUT_USER.codec()
