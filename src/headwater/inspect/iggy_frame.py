@@ -8,10 +8,9 @@ docstring), ``commands.mdx`` for the bodies, ``encodings.mdx`` for Identifier
 Bodies shown field by field: SendMessages (metadata, then the batch) and the
 PollMessages reply (partition, offset, count, then the batches), the result
 section of result-framed replies, and an error reply's status. Every other
-command's body is decoded with Headwater's own codec
-(:data:`headwater.codec.iggy.commands.COMMANDS`) and shown as its decoded
-fields; those lines span the whole body (the codec does not report per-field
-offsets). A capture may hold several frames back to back.
+command's request and reply body is walked field by field through its one
+declaration (:mod:`headwater.codec.iggy.schema`, the same that drives the
+codec). A capture may hold several frames back to back.
 """
 
 from __future__ import annotations
@@ -25,6 +24,7 @@ from ..codec.iggy.codes import (
     OPERATION_TO_COMMAND,
     Operation,
 )
+from ..codec.iggy import schema
 from ..codec.iggy.commands import COMMANDS
 from ..codec.iggy.framing import RESULT_FRAMED_OPERATIONS
 from .iggy_batch import BATCH_HEADER_SIZE, batch, batches
@@ -154,21 +154,31 @@ def _poll_reply(c: Cursor) -> None:
         batches(c)
 
 
-def _decoded(c: Cursor, title: str, decode, end: int) -> None:
-    """A body our codec decodes whole: one line per decoded field, each spanning the body."""
+def _declared(c: Cursor, title: str, declaration, end: int) -> None:
+    """A body walked field by field through its declaration (:func:`headwater.codec.iggy.schema.walk`)."""
     start = c.pos
-    body = bytes(c.data[start:end])
-    with c.group(title, "decoded body", about="fields decoded by headwater.codec.iggy") as node:
-        try:
-            value = decode(body)
-        except InvalidFormat as e:
-            where = getattr(e, "offset", None)
-            raise c.fail(f"{title}: {e}", start + where if isinstance(where, int) else start) from None
-        for name in getattr(value, "__dataclass_fields__", {}):
-            field_value = getattr(value, name)
-            c.leaf(name, type(field_value).__name__, _short(field_value), end - start, pos=start)
+    try:
+        fields = schema.walk(declaration, bytes(c.data[start:end]))
+    except InvalidFormat as e:
+        where = getattr(e, "offset", None)
+        raise c.fail(f"{title}: {e}", start + where if isinstance(where, int) else start) from None
+    with c.group(title, declaration.label, value=declaration.label) as group:
+        stack = [(-1, group)]
+        for f in fields:
+            while stack[-1][0] >= f.depth:
+                stack.pop()
+            parent = stack[-1][1]
+            composite = isinstance(f.type, (schema.Record, schema.ListOf))
+            if f.depth == 0 and composite:  # the body itself: the group already stands for it
+                group.type = f.type.label
+                stack.append((0, group))
+                continue
+            node = Node(f.path.rsplit(".", 1)[-1] if f.depth else f.path, f.type.label,
+                        "" if composite else _short(f.value), c.at(start + f.offset), f.size)
+            parent.add(node)
+            if composite:
+                stack.append((f.depth, node))
         c.pos = end
-        node.value = type(value).__name__
 
 
 def _short(value) -> str:
@@ -186,10 +196,10 @@ def _request(c: Cursor, index: int) -> None:
             _send_messages(c, end)
         elif end > c.pos:
             spec = COMMANDS.get(code)
-            if spec is None:
-                c.raw("body", end - c.pos, about="no decoder for this command")
+            if spec is None or spec.request_schema is None:
+                c.raw("body", end - c.pos, about="no declaration for this command")
             else:
-                _decoded(c, spec.request_type.__name__, spec.decode, end)
+                _declared(c, spec.request_type.__name__, spec.request_schema, end)
         if c.pos != end:
             raise c.fail(f"{end - c.pos} body bytes left over", c.pos)
 
@@ -216,11 +226,11 @@ def _reply(c: Cursor, index: int, command: int | None) -> None:
                 _poll_reply(c)
             else:
                 spec = COMMANDS.get(command) if command is not None else None
-                if spec is None or spec.reply_decode is None:
+                if spec is None or spec.reply_schema is None:
                     c.raw("payload", end - c.pos,
                           about="pass --command to decode a NonReplicated reply" if command is None else "")
                 else:
-                    _decoded(c, "payload", spec.reply_decode, end)
+                    _declared(c, "payload", spec.reply_schema, end)
         c.pos = max(c.pos, end)
 
 

@@ -273,3 +273,21 @@ def test_kafka_record_batches_plain_and_compressed_show_every_record(codec):
     assert [n.find("key").value for n in shown] == ["'key-0'", "'key-1'", "'key-2'"]
     assert shown[2].find("Header[0]/headerValue").value == "'v'"
     assert root.children[-1].name == "partial" and root.children[-1].size == 30
+
+
+def test_a_metadata_command_is_walked_field_by_field_through_its_declaration():
+    """CreateTopic: every field of the body at its own offset, and the fields tile the body."""
+    from headwater.codec.iggy.commands import encode_request_body
+    from headwater.codec.iggy.commands.topics import CreateTopic
+
+    code, body = encode_request_body(CreateTopic("orders", 3, "events"))
+    frame = framing.encode_request(code, body, client=1, request=1)
+    tree = inspector.inspect_bytes(frame)
+    create = tree.find("request[0]/CreateTopic")
+    names = [c.name for c in create.children]
+    assert names[:3] == ["stream_id", "partitions_count", "name"]
+    assert create.find("partitions_count").value == "3"
+    assert create.find("partitions_count").offset == 256 + 2 + len("orders")
+    assert create.find("name").value == "'events'"
+    total = sum(c.size for c in create.children)
+    assert total == len(body) and create.offset == 256
