@@ -91,6 +91,7 @@ class KafkaFrontend:
         self.advertised_port = port
         self.node_id = NODE_ID
         self.groups = KafkaGroups(config)
+        broker.transactions  # noqa: B018 - loaded now: boot completes or aborts transactions a crash left
 
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, conn: Connection) -> None:
         max_size = self.config.max_request_size

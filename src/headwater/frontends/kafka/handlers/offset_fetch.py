@@ -2,7 +2,7 @@
 
 v1 names its topics and partitions; v2 adds a top-level error_code and a
 null topic list meaning "every partition the group has an offset for";
-v3 throttle_time; v5 committed_leader_epoch (always -1: not stored); v6
+v3 throttle_time; v5 committed_leader_epoch (as committed; -1 when none was); v6
 flexible; v7 require_stable (no transactions: offsets are always stable);
 v8 batches groups, one answer each; v9 member_id and member_epoch (for
 KIP-848 groups; a classic group ignores them, as Kafka's does).
@@ -23,16 +23,16 @@ from ..registry import ApiKey, Context, kafka_api
 NO_OFFSET = -1
 
 
-def _offsets(ctx: Context, group_id: str, wanted) -> list[tuple[str, list[tuple[int, int, str]]]]:
+def _offsets(ctx: Context, group_id: str, wanted) -> list[tuple[str, list[tuple[int, int, str, int]]]]:
     """[(topic name, [(partition, offset, metadata)])] for the requested topics, or all (``wanted`` None)."""
     broker = ctx.broker
     names = ctx.frontend.names
     if wanted is None:
-        found: dict[str, list[tuple[int, int, str]]] = {}
+        found: dict[str, list[tuple[int, int, str, int]]] = {}
         for topic, p, c in broker.committed_of(GROUP, group_id):
             name = names.name_of(topic)
             if name is not None:
-                found.setdefault(name, []).append((p.id, c.offset, c.metadata))
+                found.setdefault(name, []).append((p.id, c.offset, c.metadata, c.leader_epoch))
         return list(found.items())
     out = []
     for name, indexes in wanted:
@@ -41,7 +41,7 @@ def _offsets(ctx: Context, group_id: str, wanted) -> list[tuple[str, list[tuple[
         for i in indexes:
             p = None if topic is None else topic.partitions.get(i)
             c = None if p is None else broker.committed_entry(p, GROUP, group_id)
-            parts.append((i, NO_OFFSET, "") if c is None else (i, c.offset, c.metadata))
+            parts.append((i, NO_OFFSET, "", -1) if c is None else (i, c.offset, c.metadata, c.leader_epoch))
         out.append((name, parts))
     return out
 
@@ -49,9 +49,9 @@ def _offsets(ctx: Context, group_id: str, wanted) -> list[tuple[str, list[tuple[
 def _topics(ctx: Context, found, topic_class: str, partition_class: str) -> tuple:
     return tuple(
         ctx.build(topic_class, name=name, partitions=tuple(
-            ctx.build(partition_class, partition_index=i, committed_offset=offset, committed_leader_epoch=-1,
+            ctx.build(partition_class, partition_index=i, committed_offset=offset, committed_leader_epoch=epoch,
                       metadata=metadata, error_code=0)
-            for i, offset, metadata in parts))
+            for i, offset, metadata, epoch in parts))
         for name, parts in found
     )
 
