@@ -131,7 +131,7 @@ class PartitionTxns:
     def __init__(self) -> None:
         self.open: dict[int, list] = {}  # pid -> [epoch, first_offset, [[base, last], ...]]
         self.markers: dict[int, list] = {}  # offset -> [pid, epoch, committed, first_offset, batches]
-        self._hidden: list[tuple[int, int, int]] | None = None  # sorted (first, last, marker offset or -1)
+        self._hidden: list[tuple[int, int, int]] | None = None  # sorted (first, last, marker offset)
 
     def last_stable_offset(self, high_watermark: int) -> int:
         if not self.open:
@@ -140,8 +140,8 @@ class PartitionTxns:
 
     def hidden(self) -> list[tuple[int, int, int]]:
         """Sorted ``(first, last, marker)`` ranges of stored batches Iggy never shows:
-        markers (``marker`` = their own offset) and aborted data batches (``marker`` = -1... the
-        marker that aborted them)."""
+        markers (``marker`` = their own offset) and aborted data batches (``marker`` = the
+        offset of the abort marker that closed them)."""
         if self._hidden is None:
             out = []
             for off, (_pid, _e, committed, _first, batches) in self.markers.items():
@@ -232,18 +232,22 @@ class Transactions:
         if pt is None:
             return
         changes: dict[str, Any] = {}
+        touched: set[int] = set()
         for off in sorted((o for o in pt.markers if o >= end_offset), reverse=True):
             pid, epoch, _committed, first, batches = pt.markers.pop(off)
             changes[f"pm/{_pkey(key)}/{off}"] = None
             pt.open[pid] = [epoch, first, batches]
+            touched.add(pid)
         for pid, (epoch, first, batches) in list(pt.open.items()):
             kept = [b for b in batches if b[1] < end_offset]
-            if kept != batches or pid not in changes:
+            if kept != batches or first >= end_offset:
+                touched.add(pid)
                 if kept:
-                    pt.open[pid] = [epoch, kept[0][0] if first >= end_offset else first, kept]
+                    pt.open[pid] = [epoch, min(first, kept[0][0]), kept]
                 else:
                     del pt.open[pid]
-                changes[f"po/{_pkey(key)}/{pid}"] = pt.open.get(pid)
+        for pid in touched:
+            changes[f"po/{_pkey(key)}/{pid}"] = pt.open.get(pid)
         pt.changed()
         if changes:
             self._store.put_many(changes)

@@ -8,9 +8,19 @@ transaction. An unknown id gets TRANSACTIONAL_ID_NOT_FOUND.
 
 from __future__ import annotations
 
+import datetime
+
 from ....core import errors as core_errors
 from .. import errors
 from ..registry import ApiKey, Context, kafka_api
+
+
+# kio writes a datetime as its ms; -1 ("no transaction started") has no other spelling
+NOT_STARTED = datetime.datetime.fromtimestamp(-0.001, datetime.timezone.utc)
+
+
+def _start_time(started_us: int):
+    return NOT_STARTED if started_us < 0 else datetime.datetime.fromtimestamp(started_us / 1e6, datetime.timezone.utc)
 
 
 @kafka_api(ApiKey.DESCRIBE_TRANSACTIONS, versions=(0, 0))
@@ -23,7 +33,7 @@ def describe_transactions(ctx: Context, request):
         if t is None:
             states.append(ctx.build("TransactionState", error_code=errors.TRANSACTIONAL_ID_NOT_FOUND,
                                     transactional_id=tid, transaction_state="", transaction_timeout=0,
-                                    transaction_start_time=-1, producer_id=-1, producer_epoch=-1, topics=()))
+                                    transaction_start_time=NOT_STARTED, producer_id=-1, producer_epoch=-1, topics=()))
             continue
         by_topic: dict[str, list[int]] = {}
         for s, tp, p in t.partitions:
@@ -36,7 +46,7 @@ def describe_transactions(ctx: Context, request):
         states.append(ctx.build(
             "TransactionState", error_code=errors.NONE, transactional_id=tid, transaction_state=t.state,
             transaction_timeout=t.timeout_ms,
-            transaction_start_time=t.started_us // 1000 if t.started_us >= 0 else -1,
+            transaction_start_time=_start_time(t.started_us),
             producer_id=t.producer_id, producer_epoch=t.producer_epoch,
             topics=tuple(ctx.build("TopicData", topic=n, partitions=tuple(ps)) for n, ps in by_topic.items()),
         ))
