@@ -52,6 +52,18 @@ def produce(b: Broker, t, p, pid, epoch, seq, *values: bytes):
     return b.append_transactional(t, p, batch(*values), pid, epoch, seq)
 
 
+def open_txn(b: Broker, t, p, *values: bytes, timeout_ms: int = 60_000) -> tuple[int, int]:
+    """InitProducerId, AddPartitionsToTxn(p), one transactional batch of ``values``."""
+    pid, e = init(b, timeout_ms=timeout_ms)
+    b.transactions.add_partitions("tid", pid, e, [key(p)])
+    produce(b, t, p, pid, e, 0, *values)
+    return pid, e
+
+
+def end(b: Broker, pid: int, e: int, commit: bool) -> None:
+    b.transactions.end("tid", pid, e, commit, b.write_marker, b.commit_txn_offsets)
+
+
 def test_commit_abort_lso_and_what_iggy_sees(env):
     b, t, _ = env
     p = t.partitions[0]
@@ -61,12 +73,12 @@ def test_commit_abort_lso_and_what_iggy_sees(env):
     produce(b, t, p, pid, epoch, 0, b"c0", b"c1")
     assert b.last_stable_offset(p) == 1 and p.high_watermark == 3
     assert payloads(b, p) == [b"plain"]  # nothing past the LSO
-    b.transactions.end("tid", pid, epoch, True, b.write_marker, b.commit_txn_offsets)
+    end(b, pid, epoch, True)
     assert b.last_stable_offset(p) == p.high_watermark == 4  # marker at 3
     b.transactions.add_partitions("tid", pid, epoch, [key(p)])
     produce(b, t, p, pid, epoch, 2, b"a0")
     b.append(p, batch(b"plain2"))  # another producer's record inside the aborted range stays visible
-    b.transactions.end("tid", pid, epoch, False, b.write_marker, b.commit_txn_offsets)
+    end(b, pid, epoch, False)
     assert payloads(b, p) == [b"plain", b"c0", b"c1", b"plain2"]
     pt = b.transactions.peek(key(p))
     assert pt.aborted_between(0, 100) == [(pid, 4)]
@@ -126,14 +138,12 @@ def test_every_state_and_event(env, state, event):
 def test_fencing_and_errors(env):
     b, t, _ = env
     p = t.partitions[0]
-    pid, e0 = init(b)
-    b.transactions.add_partitions("tid", pid, e0, [key(p)])
-    produce(b, t, p, pid, e0, 0, b"zombie")
+    pid, e0 = open_txn(b, t, p, b"zombie")
     pid2, e1 = init(b)  # a second instance: the open transaction is aborted, the epoch bumped
     assert (pid2, e1) == (pid, e0 + 1)
     assert b.last_stable_offset(p) == p.high_watermark and payloads(b, p) == []
     with pytest.raises(ProducerFenced):
-        b.transactions.end("tid", pid, e0, True, b.write_marker, b.commit_txn_offsets)
+        end(b, pid, e0, True)
     with pytest.raises(ProducerFenced):
         b.transactions.check_produce(key(p), pid, e0)
     with pytest.raises(tx.InvalidProducerIdMapping):
@@ -152,11 +162,11 @@ def test_offsets_commit_with_the_transaction_only(env):
     pid, e = init(b)
     b.transactions.add_offsets("tid", pid, e, "g")
     b.transactions.txn_offset_commit("tid", pid, e, "g", [[*key(p), 5, "m", 3]])
-    b.transactions.end("tid", pid, e, False, b.write_marker, b.commit_txn_offsets)
+    end(b, pid, e, False)
     assert b.committed_entry(p, GROUP, "g") is None
     b.transactions.add_offsets("tid", pid, e, "g")
     b.transactions.txn_offset_commit("tid", pid, e, "g", [[*key(p), 7, "m", 3]])
-    b.transactions.end("tid", pid, e, True, b.write_marker, b.commit_txn_offsets)
+    end(b, pid, e, True)
     c = b.committed_entry(p, GROUP, "g")
     assert (c.offset, c.metadata, c.leader_epoch) == (7, "m", 3)
 
@@ -164,9 +174,7 @@ def test_offsets_commit_with_the_transaction_only(env):
 def test_a_restart_aborts_an_ongoing_transaction_and_fences_its_producer(env):
     b, t, path = env
     p = t.partitions[0]
-    pid, e = init(b)
-    b.transactions.add_partitions("tid", pid, e, [key(p)])
-    produce(b, t, p, pid, e, 0, b"in-flight")
+    pid, e = open_txn(b, t, p, b"in-flight")
     b = reopen(b, path)
     p = b.topic(0, 0).partitions[0]
     txn = b.transactions.txns["tid"]
@@ -178,10 +186,8 @@ def test_a_restart_aborts_an_ongoing_transaction_and_fences_its_producer(env):
 def test_crash_after_recording_a_batch_before_writing_it(env):
     b, t, path = env
     p = t.partitions[0]
-    pid, e = init(b)
-    b.transactions.add_partitions("tid", pid, e, [key(p)])
-    produce(b, t, p, pid, e, 0, b"written")
-    b.transactions.end("tid", pid, e, True, b.write_marker, b.commit_txn_offsets)
+    pid, e = open_txn(b, t, p, b"written")
+    end(b, pid, e, True)
     b.transactions.add_partitions("tid", pid, e, [key(p)])
     b.transactions.record_batch(key(p), pid, e, 2, 4)  # durable record; the append never happened
     b = reopen(b, path)
@@ -194,10 +200,8 @@ def test_crash_after_recording_a_batch_before_writing_it(env):
 def test_crash_after_recording_a_marker_before_writing_it(env):
     b, t, path = env
     p = t.partitions[0]
-    pid, e = init(b)
+    pid, e = open_txn(b, t, p, b"x", b"y")
     co = b.transactions
-    co.add_partitions("tid", pid, e, [key(p)])
-    produce(b, t, p, pid, e, 0, b"x", b"y")
     txn = co.txns["tid"]
     txn.state = tx.PREPARE_COMMIT
     co._save(txn)
@@ -216,16 +220,14 @@ def test_timeouts_abort_and_fence(tmp_path):
     b = Broker(open_engine(str(tmp_path)), clock=lambda: now[0])
     t = b.create_topic(b.create_stream("s").id, "t", 1, {})
     p = t.partitions[0]
-    pid, e = init(b, timeout_ms=1000)
-    b.transactions.add_partitions("tid", pid, e, [key(p)])
-    produce(b, t, p, pid, e, 0, b"slow")
+    pid, e = open_txn(b, t, p, b"slow", timeout_ms=1000)
     now[0] += 999_000
     assert b.abort_expired_transactions() == []
     now[0] += 2_000
     assert b.abort_expired_transactions() == ["tid"]
     assert payloads(b, p) == [] and b.last_stable_offset(p) == p.high_watermark
     with pytest.raises(ProducerFenced):
-        b.transactions.end("tid", pid, e, True, b.write_marker, b.commit_txn_offsets)
+        end(b, pid, e, True)
     b.close()
 
 
