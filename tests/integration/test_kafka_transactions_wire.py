@@ -15,6 +15,7 @@ from kafka_wire import KafkaWire, record_batch
 from test_kafka_wire import FETCH, INIT_PRODUCER_ID, create_topic, fetch_request, produce, req
 
 ADD_PARTITIONS, ADD_OFFSETS, END_TXN, TXN_OFFSET_COMMIT, DESCRIBE_TXN, LIST_TXN = 24, 25, 26, 28, 65, 66
+OFFSET_FETCH, UNSTABLE_OFFSET_COMMIT = 9, 88
 INVALID_TXN_STATE, INVALID_PRODUCER_EPOCH, INVALID_MAPPING, PRODUCER_FENCED = 48, 47, 49, 90
 UNKNOWN_TOPIC, NOT_ATTEMPTED, TXN_ID_NOT_FOUND = 3, 55, 105
 
@@ -97,10 +98,28 @@ def test_errors_per_version_and_the_describe_and_list_apis(server, wire):
                                       group_id="g"))
     assert r.error_code.value == PRODUCER_FENCED
     # TxnOffsetCommit before AddOffsetsToTxn: INVALID_TXN_STATE
-    tc = wire.call(TXN_OFFSET_COMMIT, 3, req(
+    tc_request = req(
         TXN_OFFSET_COMMIT, 3, transactional_id="txw-id", group_id="g", producer_id=pid, producer_epoch=e1,
         generation_id=-1, member_id="", group_instance_id=None, topics=(req(
             TXN_OFFSET_COMMIT, 3, "TxnOffsetCommitRequestTopic", name="txw", partitions=(req(
                 TXN_OFFSET_COMMIT, 3, "TxnOffsetCommitRequestPartition", partition_index=0, committed_offset=1,
-                committed_leader_epoch=-1, committed_metadata=""),)),)))
+                committed_leader_epoch=-1, committed_metadata=""),)),))
+    tc = wire.call(TXN_OFFSET_COMMIT, 3, tc_request)
     assert tc.topics[0].partitions[0].error_code.value == INVALID_TXN_STATE
+    # offsets in a transaction: OffsetFetch require_stable (v7) answers UNSTABLE_OFFSET_COMMIT until the commit
+    r = wire.call(ADD_OFFSETS, 3, req(ADD_OFFSETS, 3, transactional_id="txw-id", producer_id=pid, producer_epoch=e1,
+                                      group_id="g"))
+    assert r.error_code.value == 0
+    tc = wire.call(TXN_OFFSET_COMMIT, 3, dataclasses.replace(tc_request, producer_epoch=e1))
+    assert tc.topics[0].partitions[0].error_code.value == 0
+    assert fetch_offset(wire, "g", stable=True) == (-1, UNSTABLE_OFFSET_COMMIT)
+    assert fetch_offset(wire, "g", stable=False) == (-1, 0)
+    assert end(wire, 3, "txw-id", pid, e1, True) == 0
+    assert fetch_offset(wire, "g", stable=True) == (1, 0)
+
+
+def fetch_offset(w, group: str, *, stable: bool) -> tuple[int, int]:
+    r = w.call(OFFSET_FETCH, 7, req(OFFSET_FETCH, 7, group_id=group, require_stable=stable, topics=(
+        req(OFFSET_FETCH, 7, "OffsetFetchRequestTopic", name="txw", partition_indexes=(0,)),)))
+    part = r.topics[0].partitions[0]
+    return part.committed_offset, part.error_code.value

@@ -387,6 +387,14 @@ class Transactions:
         t.offsets[group] = list(pending.values())
         self._save(t)
 
+    def pending_offsets(self, group: str) -> set[PartitionKey]:
+        """Partitions for which an unfinished transaction holds offsets of ``group``."""
+        out: set[PartitionKey] = set()
+        for t in self.txns.values():
+            if t.state in (ONGOING, PREPARE_COMMIT, PREPARE_ABORT):
+                out.update((o[0], o[1], o[2]) for o in t.offsets.get(group, ()))
+        return out
+
     def _begin(self, t: Txn) -> None:
         if t.state != ONGOING:
             t.state = ONGOING
