@@ -932,12 +932,13 @@ class Broker:
             raise
 
     def commit_txn_offsets(self, group: str, offsets: list[list]) -> None:
-        """Commit a transaction's offsets ``[[s, t, p, offset, metadata, leader_epoch]]`` for a group."""
+        """Commit a transaction's offsets ``[[s, t, p, offset, metadata, leader_epoch]]`` for a group
+        (a negative offset deletes the stored one, as OffsetCommit's does)."""
         commits = []
         for s, t, pid, off, meta, epoch in offsets:
             p = self._partition_of((s, t, pid))
             if p is not None:
-                commits.append((p, off, meta, epoch))
+                commits.append((p, None if off < 0 else off, meta, epoch))
         if commits:
             self.commit_many(GROUP, group, commits)
 

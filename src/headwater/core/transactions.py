@@ -334,8 +334,8 @@ class Transactions:
 
         A new id gets epoch 0; a known one its epoch bumped through ``bump(pid, epoch)``
         (a new id when the epoch would overflow), after aborting an ongoing transaction.
-        With ``producer_id`` given (KIP-360), it must be the current one (or the one just
-        before a bump with the epoch before it). Raises InvalidTransactionTimeout,
+        With ``producer_id`` given (KIP-360), it and ``epoch`` must be the current ones.
+        Raises InvalidTransactionTimeout,
         ProducerFenced, InvalidProducerIdMapping."""
         if timeout_ms <= 0 or timeout_ms > self.max_timeout_ms:
             raise InvalidTransactionTimeout(f"transaction timeout {timeout_ms} ms is not in 1..{self.max_timeout_ms}")
