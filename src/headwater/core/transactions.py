@@ -6,21 +6,15 @@ AddOffsetsToTxn, TxnOffsetCommit, EndTxn, Produce, Fetch); the Iggy poll path on
 asks which stored batches to hide and where the last stable offset is.
 
 Coordinator state machine (one record per transactional id; Kafka's
-``TransactionState``). Markers are written synchronously inside one call, so the
-``PREPARE_*`` states are seen from outside only after a crash, when boot completes
-them (:meth:`Transactions.recover`)::
-
-    state            event                      next
-    EMPTY            add_partitions / offsets   ONGOING
-    COMPLETE_*       add_partitions / offsets   ONGOING
-    ONGOING          add_partitions / offsets   ONGOING
-    ONGOING          end(commit)                PREPARE_COMMIT -> COMPLETE_COMMIT
-    ONGOING          end(abort)                 PREPARE_ABORT  -> COMPLETE_ABORT
-    ONGOING          init / timeout / boot      PREPARE_ABORT  -> COMPLETE_ABORT (epoch bumped)
-    EMPTY, COMPLETE_* init                      EMPTY (epoch bumped)
-    COMPLETE_COMMIT  end(commit) (a retry)      COMPLETE_COMMIT
-    COMPLETE_ABORT   end(abort)  (a retry)      COMPLETE_ABORT
-    other            end                        InvalidTxnState
+``TransactionState``), as the table :data:`TRANSITIONS` of (state, event) -> next
+state or the error raised. Events: ``add`` (AddPartitionsToTxn, AddOffsetsToTxn),
+``commit`` / ``abort`` (EndTxn), ``init`` (InitProducerId: an unfinished transaction
+is completed or aborted first, then the epoch is bumped). A commit or abort goes
+through PREPARE_* to COMPLETE_* inside one call (markers are written synchronously),
+so PREPARE_* is seen from outside only after a crash, when boot completes it
+(:meth:`Transactions.recover`; an ONGOING one is aborted and its epoch bumped, as
+is one past its timeout, :meth:`Transactions.abort_expired`). A commit or abort
+that repeats the outcome of a COMPLETE_* transaction is a retry: answered, nothing done.
 
 Per partition (``PartitionTxns``):
 
@@ -72,6 +66,10 @@ ABORT, COMMIT = 0, 1
 PartitionKey = tuple[int, int, int]
 
 
+ADD, COMMIT_EVENT, ABORT_EVENT, INIT = "add", "commit", "abort", "init"
+EVENTS = (ADD, COMMIT_EVENT, ABORT_EVENT, INIT)
+
+
 class InvalidTxnState(BrokerError):
     """The request does not fit the transaction's state (Kafka INVALID_TXN_STATE)."""
 
@@ -90,6 +88,30 @@ class ConcurrentTransactions(BrokerError):
 
 class TransactionalIdNotFound(BrokerError):
     """No transaction with this transactional id (TRANSACTIONAL_ID_NOT_FOUND)."""
+
+
+_BUSY = (PREPARE_COMMIT, PREPARE_ABORT)
+TRANSITIONS: dict[tuple[str, str], "str | type[BrokerError]"] = {
+    **{(state, INIT): EMPTY for state in STATES},
+    **{(state, ADD): ONGOING for state in (EMPTY, ONGOING, COMPLETE_COMMIT, COMPLETE_ABORT)},
+    **{(state, event): ConcurrentTransactions for state in _BUSY for event in (ADD, COMMIT_EVENT, ABORT_EVENT)},
+    (ONGOING, COMMIT_EVENT): PREPARE_COMMIT,
+    (ONGOING, ABORT_EVENT): PREPARE_ABORT,
+    (COMPLETE_COMMIT, COMMIT_EVENT): COMPLETE_COMMIT,  # a retry
+    (COMPLETE_ABORT, ABORT_EVENT): COMPLETE_ABORT,  # a retry
+    (EMPTY, COMMIT_EVENT): InvalidTxnState,
+    (EMPTY, ABORT_EVENT): InvalidTxnState,
+    (COMPLETE_ABORT, COMMIT_EVENT): InvalidTxnState,
+    (COMPLETE_COMMIT, ABORT_EVENT): InvalidTxnState,
+}
+
+
+def next_state(state: str, event: str) -> str:
+    """The state after ``event`` (see :data:`TRANSITIONS`); raises the table's error."""
+    found = TRANSITIONS[(state, event)]
+    if isinstance(found, str):
+        return found
+    raise found(f"transaction is {state}: {event} is not allowed")
 
 
 def marker_payload(committed: bool, coordinator_epoch: int = 0) -> bytes:
@@ -318,15 +340,20 @@ class Transactions:
         t.updated_us = self._clock()
         self._store.put_many({f"tx/{t.transactional_id}": t.to_dict()})
 
-    def _txn(self, tid: str, producer_id: int, epoch: int) -> Txn:
+    def _owner(self, tid: str, producer_id: int, epoch: int) -> Txn:
+        """The record of ``tid`` if the producer and epoch are its current ones; raises
+        InvalidProducerIdMapping, ProducerFenced."""
         t = self.txns.get(tid)
         if t is None or t.producer_id != producer_id:
             raise InvalidProducerIdMapping(f"transactional id {tid!r} does not map to producer {producer_id}")
         if epoch != t.producer_epoch:
             raise ProducerFenced(f"producer {producer_id} epoch {epoch} is not the current {t.producer_epoch}")
-        if t.state in (PREPARE_COMMIT, PREPARE_ABORT):
-            raise ConcurrentTransactions(f"transaction of {tid!r} is completing")
         return t
+
+    def _txn(self, tid: str, producer_id: int, epoch: int, event: str) -> tuple[Txn, str]:
+        """The record and the state ``event`` leads to (raises as :meth:`_owner`, :func:`next_state`)."""
+        t = self._owner(tid, producer_id, epoch)
+        return t, next_state(t.state, event)
 
     def init(self, tid: str, timeout_ms: int, bump: Callable[[int, int], tuple[int, int]], new_id: Callable[[], tuple[int, int]],
              write_marker, commit_offsets, producer_id: int = -1, epoch: int = -1) -> tuple[int, int]:
@@ -362,7 +389,7 @@ class Transactions:
         return pid, e
 
     def add_partitions(self, tid: str, producer_id: int, epoch: int, keys: Iterable[PartitionKey]) -> None:
-        t = self._txn(tid, producer_id, epoch)
+        t, _ = self._txn(tid, producer_id, epoch, ADD)
         self._begin(t)
         for key in keys:
             if list(key) not in t.partitions:
@@ -370,7 +397,7 @@ class Transactions:
         self._save(t)
 
     def add_offsets(self, tid: str, producer_id: int, epoch: int, group: str) -> None:
-        t = self._txn(tid, producer_id, epoch)
+        t, _ = self._txn(tid, producer_id, epoch, ADD)
         self._begin(t)
         if group not in t.groups:
             t.groups.append(group)
@@ -378,7 +405,7 @@ class Transactions:
 
     def txn_offset_commit(self, tid: str, producer_id: int, epoch: int, group: str, offsets: list[list]) -> None:
         """Keep ``[[s, t, p, offset, metadata, leader_epoch], ...]`` for ``group``, applied at commit."""
-        t = self._txn(tid, producer_id, epoch)
+        t = self._owner(tid, producer_id, epoch)
         if t.state != ONGOING or group not in t.groups:
             raise InvalidTxnState(f"group {group!r} was not added to the transaction of {tid!r}")
         pending = {tuple(o[:3]): o for o in t.offsets.get(group, [])}
@@ -404,12 +431,10 @@ class Transactions:
     def end(self, tid: str, producer_id: int, epoch: int, committed: bool, write_marker, commit_offsets) -> None:
         """EndTxn: write the markers and (for a commit) the offsets. Raises as :meth:`_txn`, and
         InvalidTxnState for an end that does not fit the state (a retried end is accepted)."""
-        t = self._txn(tid, producer_id, epoch)
-        if t.state == (COMPLETE_COMMIT if committed else COMPLETE_ABORT):
+        t, state = self._txn(tid, producer_id, epoch, COMMIT_EVENT if committed else ABORT_EVENT)
+        if state == t.state:  # a retry of a completed end
             return
-        if t.state != ONGOING:
-            raise InvalidTxnState(f"transaction of {tid!r} is {t.state}, cannot {'commit' if committed else 'abort'}")
-        t.state = PREPARE_COMMIT if committed else PREPARE_ABORT
+        t.state = state
         self._save(t)
         self._complete(t, committed, write_marker, commit_offsets)
 

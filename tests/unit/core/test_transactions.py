@@ -88,6 +88,16 @@ def test_commit_abort_lso_and_what_iggy_sees(env):
     assert n == 1 and nxt == 6
 
 
+def test_the_table_covers_every_state_and_event():
+    assert set(tx.TRANSITIONS) == {(s, e) for s in tx.STATES for e in tx.EVENTS}
+    for (state, event), found in tx.TRANSITIONS.items():
+        if isinstance(found, str):
+            assert tx.next_state(state, event) == found
+        else:
+            with pytest.raises(found):
+                tx.next_state(state, event)
+
+
 @pytest.mark.parametrize("state", tx.STATES)
 @pytest.mark.parametrize("event", ["add_partitions", "add_offsets", "end_commit", "end_abort", "init"])
 def test_every_state_and_event(env, state, event):
