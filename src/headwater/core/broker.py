@@ -986,18 +986,17 @@ class Broker:
         out: list = []
         n = size = 0
         while n < count and pos < lso and size < max_bytes:
-            got, _ = p.read(pos, min(count - n, lso - pos), max(max_bytes - size, 1))
+            got, _ = p.read(pos, min(pt.visible_end(pos, count - n), lso) - pos, max(max_bytes - size, 1))
             if not got:
                 break
             for b in got:
-                h = batch_codec.read_header(b)
-                pos = h.base_offset + h.message_count
-                hidden = pt.find(h.base_offset)
+                first, pos = batch_codec.offset_range(b)
+                hidden = pt.find(first)
                 if hidden is not None:
                     pos = max(pos, hidden[1] + 1)
                     continue
                 out.append(b)
-                n += h.message_count
+                n += pos - first
                 size += len(b)
                 if size >= max_bytes:
                     break

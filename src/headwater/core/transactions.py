@@ -187,6 +187,26 @@ class PartitionTxns:
             return h[i]
         return None
 
+    def visible_end(self, start: int, count: int) -> int:
+        """The offset just past the first ``count`` offsets at or after ``start`` that no
+        hidden range covers (so one read of ``[start, end)`` yields ``count`` visible
+        offsets, unless the log ends first)."""
+        h = self.hidden()
+        i = bisect.bisect_left(h, (start, -1, -1))
+        if i > 0 and h[i - 1][1] >= start:
+            i -= 1
+        cur, remaining = start, count
+        while remaining > 0:
+            if i < len(h) and h[i][0] <= cur:
+                cur = max(cur, h[i][1] + 1)
+                i += 1
+                continue
+            gap = (h[i][0] if i < len(h) else cur + remaining) - cur
+            take = min(remaining, gap)
+            cur += take
+            remaining -= take
+        return cur
+
     def aborted_between(self, start: int, end: int) -> list[tuple[int, int]]:
         """``(producer_id, first_offset)`` of aborted transactions whose range
         ``[first_offset, marker]`` meets ``[start, end)`` (Kafka's FetchResponse

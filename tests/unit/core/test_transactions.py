@@ -5,6 +5,8 @@ readers see (last stable offset, hidden batches)."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from headwater.codec.batch import Message, build_batch
 from headwater.core import transactions as tx
@@ -251,3 +253,49 @@ def test_committed_leader_epoch_survives_a_restart(env):
     got = [b.committed_entry(t.partitions[i], GROUP, "g") for i in (0, 1)]
     assert [(c.offset, c.metadata, c.leader_epoch) for c in got] == [(4, "meta", 1), (5, "", -1)]
     b.close()
+
+
+@given(st.lists(st.tuples(st.integers(0, 60), st.integers(0, 5)), max_size=8), st.integers(0, 80), st.integers(1, 30))
+def test_visible_end_counts_only_offsets_no_hidden_range_covers(ranges, start, count):
+    pt = tx.PartitionTxns()
+    covered: set[int] = set()
+    offset = 0
+    for gap, length in ranges:  # disjoint, increasing ranges as the log makes them
+        first = offset + gap
+        pt.markers[first + length] = [1, 0, False, first, [[first, first + length - 1]] if length else []]
+        covered.update(range(first, first + length + 1))
+        offset = first + length + 1
+    end = pt.visible_end(start, count)
+    visible = [o for o in range(start, end) if o not in covered]
+    assert len(visible) == count and end - 1 not in covered
+
+
+@pytest.mark.parametrize("count", [1, 7, 50, 120, 1000])
+def test_read_visible_in_chunks_equals_the_log_without_hidden_batches(env, count):
+    from headwater.codec.batch import iter_frames, read_header
+
+    b, t, _ = env
+    p = t.partitions[0]
+    pid, e = init(b)
+    seq = 0
+    for i in range(12):
+        data = batch(*[b"%d-%d" % (i, j) for j in range(1 + i % 5)])
+        if i % 3:
+            b.transactions.add_partitions("tid", pid, e, [key(p)])
+            b.append_transactional(t, p, data, pid, e, seq)
+            seq += 1 + i % 5
+            end(b, pid, e, i % 3 == 1)
+        else:
+            b.append(p, data)
+    pt = b.transactions.peek(key(p))
+    stored, _ = p.read(0, p.high_watermark)
+    expected = [bytes(f.payload) for s in stored if pt.find(read_header(s).base_offset) is None for f in iter_frames(s)]
+    got, pos = [], 0
+    while True:
+        chunk, n, pos = b.read_visible(p, pos, count)
+        frames = [bytes(f.payload) for s in chunk for f in iter_frames(s)]
+        assert len(frames) == n <= count
+        if not chunk:
+            break
+        got += frames
+    assert got == expected and len(expected) == sum(1 + i % 5 for i in range(12) if i % 3 != 2)

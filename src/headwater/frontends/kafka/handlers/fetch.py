@@ -49,6 +49,7 @@ import asyncio
 import struct
 from collections import OrderedDict
 
+from ....codec.batch import offset_range
 from ....codec.kafka.convert import iggy_to_kafka
 from ....codec.kafka.record_batch import control_batch, with_producer
 from ....core import errors as core_errors
@@ -106,7 +107,7 @@ def _transactional(pt, b, convert) -> bytes | None:
     """The RecordBatch for a stored batch the partition's transaction state names (a
     marker: a control batch; an aborted batch: with its producer id and the
     transactional bit), None for an ordinary one."""
-    base, timestamp_us = _BASE.unpack_from(b, 0)
+    base, timestamp_us = _BASE.unpack_from(b, 0)  # a slice keeps its batch's base: the same hidden range
     hidden = pt.find(base)
     if hidden is None:
         return None
@@ -150,12 +151,8 @@ def _read(ctx: Context, p, offset: int, limit: int, min_one: bool, committed: bo
         out.append(kafka_batch)
         size += len(kafka_batch)
     if committed and pt is not None and out:
-        last = _BASE.unpack_from(stored[len(out) - 1], 0)[0] + _COUNT.unpack_from(stored[len(out) - 1], 48)[0]
-        aborted = pt.aborted_between(offset, last)
+        aborted = pt.aborted_between(offset, offset_range(stored[len(out) - 1])[1])
     return 0, hw, lso, start, out, aborted
-
-
-_COUNT = struct.Struct("<I")  # Iggy batch header: message_count u32 at 48
 
 
 def _plan(ctx: Context, request) -> dict:
