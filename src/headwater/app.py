@@ -109,6 +109,7 @@ class App:
                 iggy.node_ports[kind] = listener.bound_port
         self._jobs.append(asyncio.create_task(self._every(cfg.system.retention_interval_s, self.broker.apply_retention)))
         self._jobs.append(asyncio.create_task(self._compaction(cfg.compaction.interval_s, cfg.compaction.max_dirty_bytes)))
+        self._jobs.append(asyncio.create_task(self._every(1.0, self.broker.abort_expired_transactions)))
         self._jobs.append(
             asyncio.create_task(
                 self._every(cfg.system.token_cleaner_interval_s, lambda: self.broker.users.purge_expired_tokens(self.broker.clock()))
@@ -291,7 +292,8 @@ def open_broker(config: Config, lock: EngineLock, *, fresh: bool = False) -> Bro
         if fresh:
             lock.empty()
         engine = open_engine(config.system.data_dir, lock=lock)
-        return Broker(engine, validate_checksum=config.system.validate_checksum)
+        return Broker(engine, validate_checksum=config.system.validate_checksum,
+                      transaction_max_timeout_ms=config.kafka.transaction_max_timeout_ms)
     except (StorageError, OSError) as e:
         if engine is not None:
             try:

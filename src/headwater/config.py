@@ -119,6 +119,8 @@ class KafkaConfig:
     group_max_session_timeout_ms: int = 1_800_000
     group_max_size: int = 0  # members per group; 0 = unlimited
     offset_metadata_max_bytes: int = 4_096  # longer commit metadata gets OFFSET_METADATA_TOO_LARGE
+    # transactions (Kafka's transaction.max.timeout.ms; a longer transaction.timeout.ms is refused)
+    transaction_max_timeout_ms: int = 900_000
     # connection limits; 0 turns one off
     connections_max_idle_ms: int = 600_000  # Kafka's connections.max.idle.ms: close a connection idle this long
     max_connections: int = 10_000  # Kafka's max.connections (unlimited there); past it: closed at once (logged)

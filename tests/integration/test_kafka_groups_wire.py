@@ -26,7 +26,7 @@ API_VERSIONS, CREATE_TOPICS, DELETE_GROUPS, OFFSET_DELETE = 18, 19, 42, 47
 
 NONE, UNKNOWN_TOPIC, METADATA_TOO_LARGE, COORDINATOR_NOT_AVAILABLE = 0, 3, 12, 15
 ILLEGAL_GENERATION, INCONSISTENT_PROTOCOL, INVALID_GROUP_ID, UNKNOWN_MEMBER = 22, 23, 24, 25
-INVALID_SESSION_TIMEOUT, REBALANCE_IN_PROGRESS, TXN_ID_AUTH_FAILED = 26, 27, 53
+INVALID_SESSION_TIMEOUT, REBALANCE_IN_PROGRESS = 26, 27
 NON_EMPTY_GROUP, GROUP_ID_NOT_FOUND, MEMBER_ID_REQUIRED, FENCED_INSTANCE, SUBSCRIBED = 68, 69, 79, 82, 86
 
 SESSION_MS = 6000
@@ -111,14 +111,14 @@ def heartbeat_request(version: int, group: str, member_id: str, generation: int,
 
 
 def commit_request(version: int, group: str, offsets, *, generation: int = -1, member_id: str = ""):
-    """``offsets``: {topic: [(partition, offset, metadata)]}."""
+    """``offsets``: {topic: [(partition, offset, metadata[, leader_epoch])]}."""
     topics = []
     for name, parts in offsets.items():
         ps = []
-        for p, o, meta in parts:
+        for p, o, meta, *epoch in parts:
             f = dict(partition_index=p, committed_offset=o, committed_metadata=meta)
             if version >= 6:
-                f["committed_leader_epoch"] = -1
+                f["committed_leader_epoch"] = epoch[0] if epoch else -1
             ps.append(req(COMMIT, version, "OffsetCommitRequestPartition", **f))
         topics.append(req(COMMIT, version, "OffsetCommitRequestTopic", name=name, partitions=tuple(ps)))
     fields = dict(group_id=group, generation_id_or_member_epoch=generation, member_id=member_id, topics=tuple(topics))
@@ -262,10 +262,11 @@ def test_find_coordinator_every_version(gserver):
         r3 = w.call(FIND, 3, req(FIND, 3, key="g", key_type=0))
         assert (r3.error_code.value, r3.node_id, r3.port) == (0, 1, int(port))
         txn = w.call(FIND, 3, req(FIND, 3, key="tx", key_type=1))
-        assert txn.error_code.value == TXN_ID_AUTH_FAILED and txn.node_id == -1
-        r4 = w.call(FIND, 4, req(FIND, 4, key_type=0, coordinator_keys=("a", "b", "c")))
-        assert [(c.key, c.error_code.value, c.node_id, c.host, c.port) for c in r4.coordinators] == [
-            (k, 0, 1, host, int(port)) for k in ("a", "b", "c")]
+        assert (txn.error_code.value, txn.node_id, txn.port) == (0, 1, int(port))  # this node coordinates transactions
+        for key_type in (0, 1):
+            r4 = w.call(FIND, 4, req(FIND, 4, key_type=key_type, coordinator_keys=("a", "b", "c")))
+            assert [(c.key, c.error_code.value, c.node_id, c.host, c.port) for c in r4.coordinators] == [
+                (k, 0, 1, host, int(port)) for k in ("a", "b", "c")]
         r6 = w.call(FIND, 6, req(FIND, 6, key_type=2, coordinator_keys=("share",)))
         assert r6.coordinators[0].error_code.value == 42  # INVALID_REQUEST: no share groups
     finally:
@@ -552,6 +553,11 @@ def test_offset_commit_and_fetch_metadata_errors_and_versions(gserver):
         assert got == {("wire-offsets", 0): (11, "meta-0", 0), ("wire-offsets", 1): (22, "", 0),
                        ("wire-offsets", 5): (-1, "", 0), ("wire-nope", 0): (-1, "", 0)}
         assert all(p.committed_leader_epoch == -1 for t in r.topics for p in t.partitions)
+        # v6+: the committed leader epoch is stored and returned (v5+)
+        r = w.call(COMMIT, 8, commit_request(8, "g-offsets-epoch", {"wire-offsets": [(0, 7, "", 1), (1, 8, "")]}))
+        assert [p.error_code.value for t in r.topics for p in t.partitions] == [0, 0]
+        r, _ = fetch_offsets_v1(w, "g-offsets-epoch", {"wire-offsets": [0, 1]}, version=5)
+        assert [(p.committed_offset, p.committed_leader_epoch) for t in r.topics for p in t.partitions] == [(7, 1), (8, -1)]
         # v2+: a null topic list is every committed partition of the group
         _, every = fetch_offsets_v1(w, "g-offsets", None, version=2)
         assert every == {("wire-offsets", 0): (11, "meta-0", 0), ("wire-offsets", 1): (22, "", 0)}

@@ -253,7 +253,11 @@ def test_idempotent_sequences_on_the_wire(server, wire):
             req(LIST_OFFSETS, 1, "ListOffsetsPartition", partition_index=0, timestamp=-1),)),)))
     assert lo.topics[0].partitions[0].offset == 3  # the duplicate and the rejected batches wrote nothing
     tx = wire.call(INIT_PRODUCER_ID, 4, req(INIT_PRODUCER_ID, 4, transactional_id="tx", transaction_timeout=__import__("datetime").timedelta(seconds=60), producer_id=-1, producer_epoch=-1))
-    assert tx.error_code == 53
+    assert tx.error_code == 0 and tx.producer_id > pid and tx.producer_epoch == 0
+    again = wire.call(INIT_PRODUCER_ID, 4, req(INIT_PRODUCER_ID, 4, transactional_id="tx", transaction_timeout=__import__("datetime").timedelta(seconds=60), producer_id=-1, producer_epoch=-1))
+    assert (again.error_code, again.producer_id, again.producer_epoch) == (0, tx.producer_id, 1)  # the epoch bumps
+    long = wire.call(INIT_PRODUCER_ID, 4, req(INIT_PRODUCER_ID, 4, transactional_id="tx", transaction_timeout=__import__("datetime").timedelta(minutes=16), producer_id=-1, producer_epoch=-1))
+    assert long.error_code == 50  # INVALID_TRANSACTION_TIMEOUT: over transaction.max.timeout.ms (15 minutes)
 
 
 def test_delete_records_moves_the_log_start(server, wire):

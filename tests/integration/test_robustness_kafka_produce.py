@@ -65,7 +65,7 @@ def batch(records: bytes, count: int, *, attributes: int = 0, last_offset_delta:
 
 GOOD = record(b"x")
 CORRUPT_MESSAGE, UNKNOWN_TOPIC, MESSAGE_TOO_LARGE, INVALID_TOPIC, INVALID_ACKS = 2, 3, 10, 17, 21
-INVALID_TIMESTAMP, OUT_OF_ORDER, INVALID_EPOCH, TXN_AUTH_FAILED = 32, 45, 47, 53
+INVALID_TIMESTAMP, OUT_OF_ORDER, INVALID_EPOCH, INVALID_TXN_STATE = 32, 45, 47, 48
 UNSUPPORTED_COMPRESSION, INVALID_RECORD = 76, 87
 
 # name -> (records field, Kafka's code)
@@ -284,9 +284,10 @@ def test_a_batch_length_past_the_data_gets_invalid_record(server, topic, wire, l
     assert latest_offset(wire, topic) == 1
 
 
-def test_a_transactional_batch_without_transactional_id(server, topic, wire):
+def test_a_transactional_batch_outside_a_transaction(server, topic, wire):
+    # KIP-890 verification: the producer never added the partition (it has no transaction at all)
     r = produce(wire, topic, batch(GOOD, 1, attributes=0x10, producer_id=77, epoch=0, sequence=0))
-    assert r.error_code == TXN_AUTH_FAILED
+    assert r.error_code == INVALID_TXN_STATE
     assert latest_offset(wire, topic) == 1
 
 
@@ -320,16 +321,16 @@ def test_an_acks_zero_produce_that_fails_closes_the_connection(server, topic):
         w.close()
 
 
-def test_a_transactional_batch_refuses_the_whole_request(server, topic, wire):
-    # Kafka checks RequestUtils.hasTransactionalRecords before writing anything: every partition 53
+def test_a_transactional_batch_outside_a_transaction_fails_alone(server, topic, wire):
+    # each partition is answered on its own: the plain batch is written, the unverified one refused
     txn = batch(GOOD, 1, attributes=0x10, producer_id=77, epoch=0, sequence=0)
     parts = tuple(req(PRODUCE, 9, "PartitionProduceData", index=i, records=r)
                   for i, r in ((0, batch(GOOD, 1)), (1, txn), (9, batch(GOOD, 1))))
     r = wire.call(PRODUCE, 9, req(PRODUCE, 9, transactional_id=None, acks=-1,
                                   timeout=datetime.timedelta(seconds=5),
                                   topic_data=(req(PRODUCE, 9, "TopicProduceData", name=topic, partition_data=parts),)))
-    assert [p.error_code for p in r.responses[0].partition_responses] == [TXN_AUTH_FAILED] * 3
-    assert latest_offset(wire, topic) == 1
+    assert [p.error_code for p in r.responses[0].partition_responses] == [0, INVALID_TXN_STATE, 3]
+    assert latest_offset(wire, topic) == 2
 
 
 @pytest.mark.parametrize("version,body", [

@@ -822,6 +822,24 @@ def verify_and_stamp(
     )
 
 
+_RANGE = struct.Struct("<8xQ32xI")  # base_offset u64 at 8, message_count u32 at 48
+_FIRST_DELTA = struct.Struct("<I")  # the first frame's offset_delta: u32 at 256 + 24
+
+
+def offset_range(batch: bytes | bytearray | memoryview) -> tuple[int, int]:
+    """``(first_offset, end_offset)`` of a stored batch or a :func:`slice_batch` of one:
+    ``base_offset`` (u64 LE at 8) + the first frame's ``offset_delta`` (u32 LE at 280),
+    and one past the last frame's offset (``first + message_count`` unless compaction
+    left gaps; the frames are walked to find the last one when there are several);
+    slices keep ``base_offset``, so the header alone does not say where they start.
+    The batch must hold a frame (a stored one always does)."""
+    base, count = _RANGE.unpack_from(batch, 0)
+    first = base + _FIRST_DELTA.unpack_from(batch, BATCH_HEADER_SIZE + 24)[0]
+    if count > 1:  # compaction may have left gaps between frames: the last frame says where it ends
+        return first, last_offset(batch) + 1
+    return first, first + count
+
+
 def slice_batch(batch: bytes | bytearray | memoryview, start: int, stop: int) -> bytes:
     """Frames ``[start, stop)`` of a stored batch, as a valid batch.
 

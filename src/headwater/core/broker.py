@@ -31,7 +31,8 @@ from .partition import Appended, Partition, RefusingLog
 from .acls import AclStore, Authorizer
 from .permissions import Permissions
 from .storage_health import GuardedStore, StorageHealth
-from .producers import ProducerStates
+from .producers import ProducerFenced, ProducerStates, UnknownProducer
+from .transactions import Transactions, marker_payload
 from .users import USER_ACTIVE, User, Users
 from . import topic_options as topt
 
@@ -76,8 +77,10 @@ class Broker:
         *,
         validate_checksum: bool = True,
         clock: Callable[[], int] = now_us,
+        transaction_max_timeout_ms: int = 900_000,
     ):
         self.engine = engine
+        self.transaction_max_timeout_ms = transaction_max_timeout_ms
         self.clock = clock
         self.validate_checksum = validate_checksum
         self.catalog = Catalog()
@@ -448,6 +451,12 @@ class Broker:
         for p in t.partitions.values():
             p.log.close()
             p.wake_listeners()
+        self._forget_transactions(t)
+
+    def _forget_transactions(self, t: Topic) -> None:
+        if "transactions" in self.__dict__:
+            for p in t.partitions.values():
+                self.transactions.forget_partition((p.stream_id, p.topic_id, p.id))
 
     def purge_topic(self, stream: Ident, topic: Ident) -> None:
         self._purge_topic(self.topic(stream, topic))
@@ -457,6 +466,7 @@ class Broker:
         end), then each partition restarts empty at offset 0. A fenced partition
         is replaced by an empty one: purge is how its damaged files are dropped."""
         self.offsets.delete_where(t.stream_id, t.id)
+        self._forget_transactions(t)
         for p in t.partitions.values():
             if p.fenced is None:
                 try:
@@ -643,15 +653,16 @@ class Broker:
     def commit(self, p: Partition, kind: str, name: str, next_offset: int, metadata: str = "") -> None:
         self.offsets.put(p.stream_id, p.topic_id, p.id, kind, name, next_offset, metadata)
 
-    def commit_many(self, kind: str, name: str, commits: list[tuple[Partition, int | None, str]]) -> None:
+    def commit_many(self, kind: str, name: str, commits: list[tuple]) -> None:
         """Commit several partitions at once, atomically and with one durable write:
-        ``(partition, next_offset or None to delete, metadata)``."""
+        ``(partition, next_offset or None to delete, metadata[, leader_epoch])``."""
         from .offsets import Committed
 
         self.offsets.put_many(
             [
-                ((p.stream_id, p.topic_id, p.id, kind, name), None if off is None else Committed(off, meta))
-                for p, off, meta in commits
+                ((c[0].stream_id, c[0].topic_id, c[0].id, kind, name),
+                 None if c[1] is None else Committed(c[1], c[2], c[3] if len(c) > 3 else -1))
+                for c in commits
             ]
         )
 
@@ -926,3 +937,130 @@ class Broker:
         """Delete every committed offset of one consumer (one durable write per stream)."""
         streams = sorted({k[0] for k, _ in self.offsets.items() if k[3] == kind and k[4] == name})
         return sum(self.offsets.delete_where(s, kind=kind, name=name) for s in streams)
+
+    # --- Transactions (issue 12) ---
+    # The coordinator and per-partition transaction state live in core.transactions;
+    # here they meet the logs: markers are appended as one-frame Iggy batches,
+    # transactional batches are recorded before they are written, and reads hide
+    # what is not committed (see docs/kafka-mapping.md, "Transactions").
+
+    @cached_property
+    def transactions(self) -> Transactions:
+        """The transaction state, checked against the logs and recovered on first use:
+        records past a log's end undone, PREPARE_* transactions completed, ONGOING ones
+        (a crash mid-transaction) aborted with their producer fenced."""
+        tx = Transactions(GuardedStore(self.engine.metadata("transactions"), self.health), self.clock,
+                          max_timeout_ms=self.transaction_max_timeout_ms)
+        for key in list(tx.partitions):
+            p = self._partition_of(key)
+            if p is None:
+                tx.forget_partition(key)
+            elif p.fenced is None:
+                tx.trim(key, p.high_watermark)
+        self.__dict__["transactions"] = tx  # the marker writer below uses it
+        recovered = tx.recover(self.write_marker, self.commit_txn_offsets, self.bump_producer)
+        for key, pid, epoch in tx.orphans():
+            self.write_marker(key, pid, epoch, False)
+        if recovered:
+            log.warning("transactions completed or aborted at boot", extra={"kv": {"transactional_ids": recovered}})
+        return tx
+
+    def _partition_of(self, key: tuple[int, int, int]) -> Partition | None:
+        try:
+            return self.catalog.topic(key[0], key[1]).partition(key[2])
+        except errors.BrokerError:
+            return None
+
+    def bump_producer(self, producer_id: int, epoch: int) -> tuple[int, int]:
+        """The producer's epoch bumped (a new id when it would overflow or is unknown)."""
+        try:
+            return self.producers.init_producer(producer_id, epoch)
+        except (UnknownProducer, ProducerFenced):
+            return self.producers.init_producer()
+
+    def write_marker(self, key: tuple[int, int, int], producer_id: int, epoch: int, committed: bool) -> Appended | None:
+        """Append a commit/abort marker for the producer's open transaction on a partition
+        (recorded durably first; None when the partition is gone or fenced)."""
+        p = self._partition_of(key)
+        if p is None or p.fenced is not None:
+            return None
+        tx = self.transactions
+        offset = p.high_watermark
+        tx.close_partition(key, producer_id, epoch, committed, offset)
+        marker = bytearray(batch_codec.build_batch([batch_codec.Message(marker_payload(committed), 0, self.clock())]))
+        try:
+            return self.append(p, marker)
+        except Exception:
+            tx.reopen_partition(key, offset)
+            raise
+
+    def commit_txn_offsets(self, group: str, offsets: list[list]) -> None:
+        """Commit a transaction's offsets ``[[s, t, p, offset, metadata, leader_epoch]]`` for a group
+        (a negative offset deletes the stored one, as OffsetCommit's does)."""
+        commits = []
+        for s, t, pid, off, meta, epoch in offsets:
+            p = self._partition_of((s, t, pid))
+            if p is not None:
+                commits.append((p, None if off < 0 else off, meta, epoch))
+        if commits:
+            self.commit_many(GROUP, group, commits)
+
+    def abort_expired_transactions(self) -> list[str]:
+        """Abort ONGOING transactions past their timeout (their producers are fenced)."""
+        return self.transactions.abort_expired(self.write_marker, self.commit_txn_offsets, self.bump_producer)
+
+    def append_transactional(
+        self, topic: Topic, p: Partition, batch: bytearray, producer_id: int, producer_epoch: int,
+        base_sequence: int, *, verified: bool = False,
+    ) -> Appended:
+        """:meth:`append_idempotent` for a batch of a transaction: the partition must be in
+        the producer's ongoing transaction (else InvalidTxnState; an old epoch ProducerFenced);
+        the batch is recorded as part of it (durably) before it is written."""
+        key = (p.stream_id, p.topic_id, p.id)
+        tx = self.transactions
+        tx.check_produce(key, producer_id, producer_epoch)
+        count = batch_codec.read_header(batch).message_count
+        base = p.high_watermark
+        tx.record_batch(key, producer_id, producer_epoch, base, base + count - 1)
+        try:
+            done = self.append_idempotent(topic, p, batch, producer_id, producer_epoch, base_sequence, verified=verified)
+        except Exception:
+            tx.unrecord_batch(key, producer_id, base)
+            raise
+        if done.duplicate:
+            tx.unrecord_batch(key, producer_id, base)
+        return done
+
+    def last_stable_offset(self, p: Partition) -> int:
+        """The first offset of the oldest open transaction on ``p``, else its high watermark."""
+        return self.transactions.last_stable_offset((p.stream_id, p.topic_id, p.id), p.high_watermark)
+
+    def read_visible(self, p: Partition, start_offset: int, count: int, max_bytes: int = 1 << 62):
+        """:meth:`Partition.read` for consumers that must not see transaction internals
+        (Iggy polls): stops at the last stable offset and skips markers and aborted
+        batches (whole stored batches). Returns ``(batches, messages, next_offset)``,
+        ``next_offset`` being where the next read should start."""
+        pt = self.transactions.peek((p.stream_id, p.topic_id, p.id))
+        pos = max(start_offset, p.log_start_offset)
+        if pt is None:
+            batches, n = p.read(pos, count, max_bytes)
+            return batches, n, p.next_offset_after(batches, pos)  # gaps compaction left included
+        lso = pt.last_stable_offset(p.high_watermark)
+        out: list = []
+        n = size = 0
+        while n < count and pos < lso and size < max_bytes:
+            got, _ = p.read(pos, min(pt.visible_end(pos, count - n), lso) - pos, max(max_bytes - size, 1))
+            if not got:
+                break
+            for b in got:
+                first, pos = batch_codec.offset_range(b)
+                hidden = pt.find(first)
+                if hidden is not None:
+                    pos = max(pos, hidden[1] + 1)
+                    continue
+                out.append(b)
+                n += batch_codec.read_header(b).message_count  # offsets may have gaps (compaction)
+                size += len(b)
+                if size >= max_bytes:
+                    break
+        return out, n, pos

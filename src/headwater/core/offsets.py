@@ -9,7 +9,8 @@ Iggy or Kafka, by group name), so a Kafka group and an Iggy consumer group of
 the same name on the same topic share their offsets.
 
 Persisted through a metadata store under ``o/<s>/<t>/<p>/<kind>/<name>``,
-values ``{"offset": int, "metadata": str}``.
+values ``{"offset": int, "metadata": str}`` plus ``"epoch": int`` when a Kafka
+commit gave a leader epoch (``committed_leader_epoch``; absent = -1).
 """
 
 from __future__ import annotations
@@ -25,10 +26,18 @@ GROUP = "group"
 class Committed:
     offset: int  # next offset to consume
     metadata: str = ""
+    leader_epoch: int = -1  # Kafka committed_leader_epoch (-1: none given)
 
 
 def _key(stream_id: int, topic_id: int, partition_id: int, kind: str, name: str) -> str:
     return f"o/{stream_id}/{topic_id}/{partition_id}/{kind}/{name}"
+
+
+def _value(c: Committed) -> dict[str, Any]:
+    value: dict[str, Any] = {"offset": c.offset, "metadata": c.metadata}
+    if c.leader_epoch >= 0:
+        value["epoch"] = c.leader_epoch
+    return value
 
 
 class OffsetStore:
@@ -42,7 +51,9 @@ class OffsetStore:
             if not key.startswith("o/"):
                 continue
             _, s, t, p, kind, name = key.split("/", 5)
-            self._data[(int(s), int(t), int(p), kind, name)] = Committed(value["offset"], value.get("metadata", ""))
+            self._data[(int(s), int(t), int(p), kind, name)] = Committed(
+                value["offset"], value.get("metadata", ""), int(value.get("epoch", -1))
+            )
 
     def get(self, stream_id: int, topic_id: int, partition_id: int, kind: str, name: str) -> Committed | None:
         return self._data.get((stream_id, topic_id, partition_id, kind, name))
@@ -66,7 +77,7 @@ class OffsetStore:
                     record[_key(*k)] = None
                     applied[k] = None
             elif applied.get(k, self._data.get(k)) != c:
-                record[_key(*k)] = {"offset": c.offset, "metadata": c.metadata}
+                record[_key(*k)] = _value(c)
                 applied[k] = c
         if record:
             self._persist_many(record)  # durable first: a failed write changes nothing

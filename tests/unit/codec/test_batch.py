@@ -250,6 +250,8 @@ def test_slice_is_a_valid_batch_with_identical_frames(messages, values, data):
     assert sliced[52:256] == bytes(204)
     deltas = [f.offset_delta for f in B.iter_frames(sliced)]
     assert deltas == list(range(start, stop))
+    assert B.offset_range(sliced) == (orig.base_offset + start, orig.base_offset + stop)
+    assert B.offset_range(batch) == (orig.base_offset, orig.base_offset + n)
     if start:
         with pytest.raises(InvalidOffsetDelta) as info:
             B.verify(sliced)

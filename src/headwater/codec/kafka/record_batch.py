@@ -835,3 +835,54 @@ def build_record_batch(
         xerial=xerial,
         level=level,
     )
+
+
+# ---------------------------------------------------------------------------
+# transactions (KIP-98)
+
+_PRODUCER = struct.Struct(">qh")  # producerId int64 at 43, producerEpoch int16 at 51
+_ATTRIBUTES = struct.Struct(">h")  # attributes int16 at 21
+_CONTROL_RECORD = struct.Struct(">hhhi")  # key: version, type; value: version, coordinatorEpoch
+
+
+def with_producer(batch: bytes | bytearray | memoryview, producer_id: int, producer_epoch: int, *,
+                  transactional: bool) -> bytes:
+    """A copy of a RecordBatch v2 with producerId (int64 at 43), producerEpoch (int16 at 51)
+    and the transactional attribute bit (0x10 of the int16 at 21) set, and its CRC-32C
+    (at 17, over 21..end) recomputed. Per batch: the records are not touched.
+    Source: Kafka ``DefaultRecordBatch`` (layout above)."""
+    out = bytearray(batch)
+    _PRODUCER.pack_into(out, 43, producer_id, producer_epoch)
+    (attributes,) = _ATTRIBUTES.unpack_from(out, ATTRIBUTES_OFFSET)
+    attributes = (attributes | TRANSACTIONAL_MASK) if transactional else (attributes & ~TRANSACTIONAL_MASK)
+    _ATTRIBUTES.pack_into(out, ATTRIBUTES_OFFSET, attributes)
+    _U32.pack_into(out, CRC_OFFSET, crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
+    return bytes(out)
+
+
+def control_batch(base_offset: int, timestamp_ms: int, producer_id: int, producer_epoch: int, committed: bool,
+                  coordinator_epoch: int = 0, partition_leader_epoch: int = 0) -> bytes:
+    """A control batch (attributes: transactional | control) holding one end-transaction
+    marker record: key = version int16 0 | type int16 (0 ABORT, 1 COMMIT), value =
+    version int16 0 | coordinatorEpoch int32 (Kafka ``EndTransactionMarker``)."""
+    key = _CONTROL_RECORD.pack(0, 1 if committed else 0, 0, coordinator_epoch)
+    return build_record_batch(
+        [(0, 0, key[:4], key[4:])],
+        base_timestamp=timestamp_ms,
+        base_offset=base_offset,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        is_transactional=True,
+        is_control=True,
+        partition_leader_epoch=partition_leader_epoch,
+    )
+
+
+def control_type(batch: bytes | bytearray | memoryview) -> int | None:
+    """For a control batch, its first record's type (0 ABORT, 1 COMMIT); None otherwise."""
+    view = RecordBatchView(batch)
+    if not view.is_control:
+        return None
+    for record in view.records():
+        return struct.unpack(">hh", bytes(record.key)[:4])[1]
+    return None

@@ -9,6 +9,7 @@ from __future__ import annotations
 from ...codec.kafka.errors import KafkaCodecError
 from ...core import errors as e
 from ...core import producers
+from ...core import transactions as txn
 from ...core.groups.classic import Outcome
 
 NONE = 0
@@ -53,7 +54,13 @@ GROUP_MAX_SIZE_REACHED = 81
 FENCED_INSTANCE_ID = 82
 GROUP_SUBSCRIBED_TO_TOPIC = 86
 INVALID_RECORD = 87
+INVALID_TXN_STATE = 48
+INVALID_PRODUCER_ID_MAPPING = 49
+INVALID_TRANSACTION_TIMEOUT = 50
+CONCURRENT_TRANSACTIONS = 51
+OPERATION_NOT_ATTEMPTED = 55
 PRODUCER_FENCED = 90
+TRANSACTIONAL_ID_NOT_FOUND = 105
 UNKNOWN_TOPIC_ID = 100
 
 
@@ -114,7 +121,20 @@ ERROR_CODES: dict[type[e.BrokerError], int] = {
     producers.ProducerFenced: INVALID_PRODUCER_EPOCH,
     producers.OutOfOrderSequence: OUT_OF_ORDER_SEQUENCE_NUMBER,
     producers.UnknownProducer: UNKNOWN_PRODUCER_ID,
+    txn.InvalidTxnState: INVALID_TXN_STATE,
+    txn.InvalidProducerIdMapping: INVALID_PRODUCER_ID_MAPPING,
+    txn.InvalidTransactionTimeout: INVALID_TRANSACTION_TIMEOUT,
+    txn.ConcurrentTransactions: CONCURRENT_TRANSACTIONS,
+    txn.TransactionalIdNotFound: TRANSACTIONAL_ID_NOT_FOUND,
 }
+
+
+def txn_code(exc: BaseException, fenced: bool) -> int:
+    """:func:`code_for` for a transaction API: an old epoch is PRODUCER_FENCED from the
+    version that knows it (``fenced``, KIP-588), INVALID_PRODUCER_EPOCH before."""
+    if isinstance(exc, producers.ProducerFenced) and fenced:
+        return PRODUCER_FENCED
+    return code_for(exc)
 
 
 # Classic-group outcomes (core.groups.classic.Outcome) -> Kafka codes, tested to cover every member.

@@ -101,6 +101,7 @@ class KafkaFrontend:
         self.groups = KafkaGroups(config)
         broker.authorizer.kafka_stream = config.stream
         self.mechanisms = tuple(m for m in config.sasl_enabled_mechanisms.split(",") if m)
+        broker.transactions  # noqa: B018 - loaded now: boot completes or aborts transactions a crash left
 
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, conn: Connection) -> None:
         max_size = self.config.max_request_size

@@ -254,13 +254,3 @@ def test_config_integer_bounds():
         with pytest.raises(configs.ConfigError):
             configs.split(bad, 1)
 
-
-def test_the_transactional_bit_is_read_from_the_first_batch():
-    plain = build_record_batch([Record(0, 0, None, b"x")], base_timestamp=1)
-    txn = bytearray(plain)
-    txn[22] |= 0x10  # attributes (int16 at 21): bit 4
-    assert not produce._first_batch_transactional(plain)
-    assert produce._first_batch_transactional(bytes(txn))
-    assert produce._first_batch_transactional(bytes(txn) + plain)
-    for odd in (None, b"", bytes(txn[:22]), bytes(txn[:16]) + b"\x01" + bytes(txn[17:]), bytes(txn[:-1])):
-        assert not produce._first_batch_transactional(odd)

@@ -113,10 +113,12 @@ def poll_messages(ctx: Context, req: w.PollMessages) -> list:
         start = p.log_start_offset if committed is None else committed
     # A poll reply is capped at the frame size limit (at least one batch is still returned),
     # so a huge ``count`` cannot make the server build an unbounded reply in memory.
-    batches, n = p.read(start, req.count, ctx.frontend.config.max_frame_size)
+    # Kafka transactions: nothing past the last stable offset, no marker, no aborted batch
+    # (see docs/kafka-mapping.md, "Transactions"); the auto-commit skips what was hidden.
+    batches, n, next_offset = ctx.broker.read_visible(p, start, req.count, ctx.frontend.config.max_frame_size)
     current = max(p.high_watermark - 1, 0)
     if req.auto_commit and n:
-        ctx.broker.commit(p, kind, name, p.next_offset_after(batches, start))
+        ctx.broker.commit(p, kind, name, next_offset)
     return [w.encode_poll_prefix(p.id, current, n), *batches]
 
 

@@ -1,6 +1,8 @@
 """One module per Kafka API; importing this package registers them all (``registry.APIS``)."""
 
 from . import (  # noqa: F401
+    add_offsets_to_txn,
+    add_partitions_to_txn,
     acls,
     alter_user_scram_credentials,
     describe_user_scram_credentials,
@@ -16,6 +18,8 @@ from . import (  # noqa: F401
     describe_configs,
     describe_groups,
     describe_log_dirs,
+    describe_transactions,
+    end_txn,
     alter_configs,
     incremental_alter_configs,
     fetch,
@@ -26,6 +30,7 @@ from . import (  # noqa: F401
     leave_group,
     list_groups,
     list_offsets,
+    list_transactions,
     metadata,
     offset_commit,
     offset_delete,
@@ -33,4 +38,5 @@ from . import (  # noqa: F401
     offset_for_leader_epoch,
     produce,
     sync_group,
+    txn_offset_commit,
 )

@@ -1,7 +1,15 @@
 """Fetch (key 1), versions 4-17: records from stored Iggy batches, built as RecordBatch v2.
 
-v4 adds isolation_level, last_stable_offset and aborted transactions (none
-here: no transactions, LSO = high watermark); v5 log_start_offset; v7
+v4 adds isolation_level, last_stable_offset and aborted transactions: with
+isolation_level 1 (read_committed) a partition is read up to its last stable
+offset (the first offset of its oldest open transaction, ``core.transactions``)
+and its answer lists the aborted transactions (producer id, first offset)
+whose range meets the records returned; read_uncommitted reads to the high
+watermark and gets null. Either way a stored transaction marker comes back as
+a control batch (attributes transactional | control, one end-transaction
+marker record) and a batch of an aborted transaction with its producer id,
+epoch and the transactional bit, so the client can drop it (see
+docs/kafka-mapping.md, "Transactions"); v5 log_start_offset; v7
 incremental fetch sessions (declined: the response session id is 0, so
 clients send full requests); v9 current_leader_epoch (0 here); v11 rack_id /
 preferred_read_replica (-1); v12 flexible, diverging epochs (never);
@@ -41,8 +49,10 @@ import asyncio
 import struct
 from collections import OrderedDict
 
+from ....codec.batch import offset_range
 from ....codec.kafka.convert import iggy_to_kafka
 from ....core.acls import Operation
+from ....codec.kafka.record_batch import control_batch, with_producer
 from ....core import errors as core_errors
 from .. import errors
 from ....codec.kafka.messages import ms
@@ -94,33 +104,60 @@ class ConversionCache:
 _cache = ConversionCache()
 
 
-def _read(ctx: Context, p, offset: int, limit: int, min_one: bool, compression: int = 0) -> tuple[int, int, int, list[bytes]]:
-    """(error, high_watermark, log_start, record batches) for one partition.
+_BASE = struct.Struct("<8xQQ")  # Iggy batch header: base_offset u64 at 8, base_timestamp u64 (µs) at 16
+
+
+def _transactional(pt, b, convert) -> bytes | None:
+    """The RecordBatch for a stored batch the partition's transaction state names (a
+    marker: a control batch; an aborted batch: with its producer id and the
+    transactional bit), None for an ordinary one."""
+    base, timestamp_us = _BASE.unpack_from(b, 0)  # a slice keeps its batch's base: the same hidden range
+    hidden = pt.find(base)
+    if hidden is None:
+        return None
+    pid, epoch, committed, _first, _batches = pt.markers[hidden[2]]
+    if hidden[0] == hidden[2]:
+        return control_batch(base, timestamp_us // 1000, pid, epoch, committed, partition_leader_epoch=0)
+    return with_producer(convert(b), pid, epoch, transactional=True)
+
+
+def _read(ctx: Context, p, offset: int, limit: int, min_one: bool, compression: int = 0, committed: bool = False):
+    """(error, high_watermark, last_stable_offset, log_start, record batches, aborted) for one partition.
 
     Whole batches within ``limit`` bytes; with ``min_one`` the first batch
-    even when it alone is larger.
+    even when it alone is larger; records compressed with ``compression`` (the
+    topic's compression.type, 0 = as stored). ``committed`` (read_committed) stops at the
+    last stable offset and gives the aborted transactions met (else None).
     """
     broker = ctx.broker
     hw = p.high_watermark
     start = broker.log_start(p)
+    pt = broker.transactions.peek((p.stream_id, p.topic_id, p.id))
+    lso = hw if pt is None else pt.last_stable_offset(hw)
+    end = lso if committed else hw
+    aborted = [] if committed else None
     if offset < start or offset > hw:
-        return errors.OFFSET_OUT_OF_RANGE, hw, start, []
-    if offset == hw or (limit <= 0 and not min_one):
-        return 0, hw, start, []
+        return errors.OFFSET_OUT_OF_RANGE, hw, lso, start, [], aborted
+    if offset >= end or (limit <= 0 and not min_one):
+        return 0, hw, lso, start, [], aborted
     try:
-        stored, _ = p.read(offset, hw - offset, max(limit, 1))
+        stored, _ = p.read(offset, end - offset, max(limit, 1))
     except core_errors.BrokerError as e:
-        return errors.code_for(e), hw, start, []
+        return errors.code_for(e), hw, lso, start, [], aborted
     out: list[bytes] = []
     size = 0
     convert = _cache.convert
     for b in stored:
-        kafka_batch = convert(b, compression)
+        kafka_batch = None if pt is None else _transactional(pt, b, lambda x: convert(x, compression))
+        if kafka_batch is None:
+            kafka_batch = convert(b, compression)
         if size + len(kafka_batch) > limit and (out or not min_one):
             break
         out.append(kafka_batch)
         size += len(kafka_batch)
-    return 0, hw, start, out
+    if committed and pt is not None and out:
+        aborted = pt.aborted_between(offset, offset_range(stored[len(out) - 1])[1])
+    return 0, hw, lso, start, out, aborted
 
 
 def _plan(ctx: Context, request) -> dict:
@@ -164,7 +201,7 @@ def _recheck(ctx: Context, key, first: tuple) -> tuple:
     return first[0], first[1], None, gone
 
 
-def _collect(ctx: Context, plan: dict, resolved: dict, seen: dict, max_bytes: int):
+def _collect(ctx: Context, plan: dict, resolved: dict, seen: dict, max_bytes: int, committed: bool = False):
     """One pass over the partitions: (topic responses, bytes gathered, any error, partitions).
 
     Consecutive partitions of one topic share a topic response (as Kafka's
@@ -189,15 +226,16 @@ def _collect(ctx: Context, plan: dict, resolved: dict, seen: dict, max_bytes: in
             failed = True
             continue
         partitions.append(p)
-        code, hw, start, batches = _read(
+        code, hw, lso, start, batches, aborted = _read(
             ctx, p, fp.fetch_offset, min(fp.partition_max_bytes, remaining), total == 0,
-            fetch_compression(ctx.broker, topic),
+            fetch_compression(ctx.broker, topic), committed,
         )
         size = sum(len(b) for b in batches)
         total += size
         remaining -= size
         failed = failed or code != 0
-        parts.append(_partition(ctx, index, code, hw, start, b"".join(batches) if batches else NO_RECORDS))
+        parts.append(_partition(ctx, index, code, hw, start, b"".join(batches) if batches else NO_RECORDS, lso,
+                                aborted))
     topics = [
         ctx.build("FetchableTopicResponse", topic=name, topic_id=tid, partitions=tuple(parts))
         for _, name, tid, parts in groups
@@ -205,15 +243,18 @@ def _collect(ctx: Context, plan: dict, resolved: dict, seen: dict, max_bytes: in
     return topics, total, failed, partitions
 
 
-def _partition(ctx: Context, index: int, code: int, hw: int, start: int, records):
+def _partition(ctx: Context, index: int, code: int, hw: int, start: int, records, lso: int | None = None,
+               aborted: list | None = None):
     return ctx.build(
         "PartitionData",
         partition_index=index,
         error_code=code,
         high_watermark=hw,
-        last_stable_offset=hw,
+        last_stable_offset=hw if lso is None else lso,
         log_start_offset=start,
-        aborted_transactions=None,
+        aborted_transactions=None if aborted is None else tuple(
+            ctx.build("AbortedTransaction", producer_id=pid, first_offset=first) for pid, first in aborted
+        ),
         preferred_read_replica=-1,
         records=records,
     )
@@ -267,13 +308,14 @@ async def fetch(ctx: Context, request):
     min_bytes = max(request.min_bytes, 1)
     max_bytes = min(request.max_bytes, FETCH_MAX_BYTES)
     plan = _plan(ctx, request)
+    committed = request.isolation_level == 1
     first = {key: _resolve(ctx, key) for key, _ in plan}
     resolved = first
     seen: dict = {}
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max_wait_s
     while True:
-        topics, total, failed, partitions = _collect(ctx, plan, resolved, seen, max_bytes)
+        topics, total, failed, partitions = _collect(ctx, plan, resolved, seen, max_bytes, committed)
         now = loop.time()
         if total >= min_bytes or failed or now >= deadline or not partitions:
             break

@@ -5,10 +5,10 @@ throttle_time and error_message; v3 flexible; v4 batches keys
 (coordinator_keys in, one Coordinator per key out); v5 adds only the
 TRANSACTION_ABORTABLE error; v6 share-group keys (key_type 2).
 
-A group key, whatever its spelling (Kafka checks group ids where they are
-used, not here), gets node 1 at the advertised address. A transaction key
-gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as InitProducerId does (no
-transactions); share groups and unknown key types get INVALID_REQUEST.
+A group key or a transaction key (key_type 1, a transactional id), whatever
+its spelling (Kafka checks ids where they are used, not here), gets node 1 at
+the advertised address: this node coordinates every group and transaction.
+Share groups and unknown key types get INVALID_REQUEST.
 """
 
 from __future__ import annotations
@@ -29,10 +29,8 @@ def _lookup(ctx: Context, key_type: int, key: str) -> tuple[int, str | None, int
         return authz.GROUP_AUTHORIZATION_FAILED, None, -1, "", -1
     if key_type == TRANSACTION and not authz.transactional_id(ctx, Operation.DESCRIBE, key):
         return authz.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None, -1, "", -1
-    if key_type == GROUP:
+    if key_type in (GROUP, TRANSACTION):
         return errors.NONE, None, fe.node_id, fe.advertised_host, fe.advertised_port
-    if key_type == TRANSACTION:
-        return errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactions are not supported", -1, "", -1
     return errors.INVALID_REQUEST, f"unsupported coordinator key type {key_type}", -1, "", -1
 
 

@@ -1,7 +1,7 @@
 """ListOffsets (key 2), versions 1-10: offsets by timestamp, earliest, latest, max timestamp.
 
 v1 returns one (timestamp, offset) per partition; v2 adds isolation_level
-(LSO = high watermark: no transactions); v4 current_leader_epoch and
+(1, read_committed: latest is the last stable offset, see core.transactions); v4 current_leader_epoch and
 leader_epoch (0); v6 flexible; v7 max timestamp (-3); v8 earliest local
 (-4, the log start here); v9 latest tiered (-5: no tiered storage, offset
 -1); v10 timeout_ms.
@@ -101,13 +101,14 @@ async def record_timestamps(p, start: int, end: int, still_there):
             await pause()
 
 
-async def lookup(ctx: Context, p, timestamp: int, still_there=lambda: True) -> tuple[int, int]:
-    """(offset, timestamp) for one ListOffsets query (a supported timestamp)."""
+async def lookup(ctx: Context, p, timestamp: int, still_there=lambda: True, committed: bool = False) -> tuple[int, int]:
+    """(offset, timestamp) for one ListOffsets query (a supported timestamp); ``committed``
+    (isolation_level 1): LATEST is the last stable offset."""
     broker = ctx.broker
     start = broker.log_start(p)
     hw = p.high_watermark
     if timestamp == LATEST:
-        return hw, -1
+        return (broker.last_stable_offset(p) if committed else hw), -1
     if timestamp in (EARLIEST, EARLIEST_LOCAL):
         return start, -1
     if timestamp == LATEST_TIERED:
@@ -182,7 +183,7 @@ async def list_offsets(ctx: Context, request):
                 return now is topic and now.partitions.get(index) is p
 
             try:
-                offset, ts = await lookup(ctx, p, q.timestamp, still_there)
+                offset, ts = await lookup(ctx, p, q.timestamp, still_there, getattr(request, "isolation_level", 0) == 1)
             except _Gone:
                 parts.append(_partition(ctx, index, errors.UNKNOWN_TOPIC_OR_PARTITION))
                 continue

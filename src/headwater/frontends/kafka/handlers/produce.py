@@ -25,13 +25,15 @@ the producer learns of it and refreshes its metadata (as Kafka's
 ``KafkaApis.handleProduceRequest``); the partitions that succeeded stay
 written.
 
-Transactions are not implemented: a request whose first batch of any
-partition has the transactional bit (Kafka's
-``RequestUtils.hasTransactionalRecords``, checked before anything is
-written), gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition
-and writes nothing (acks=0: the connection is closed). Like Kafka, the
-transactional_id itself (null, "" or any string) is looked at only then: a
-non-transactional batch is appended whatever it says.
+Transactional batches (attribute bit 0x10; KIP-98): the partition must have been
+added to the producer's ongoing transaction with AddPartitionsToTxn (KIP-890's
+server-side verification) and the epoch must be current; otherwise
+INVALID_TXN_STATE, or INVALID_PRODUCER_EPOCH for an old epoch. The batch is
+recorded in the partition's transaction state (``core.transactions``) before
+it is written, so it stays hidden from read_committed and Iggy consumers until
+the commit marker. A transactional batch without a producer id is
+INVALID_RECORD. As in Kafka, the request's transactional_id itself is not
+looked at.
 
 A write the filesystem refuses (disk full, EIO) gets KAFKA_STORAGE_ERROR (56)
 for its partition; nothing of that batch is kept.
@@ -52,9 +54,6 @@ from ..configs import max_message_bytes
 from ..names import is_valid_name
 from ..registry import ApiKey, Context, kafka_api
 
-INVALID_TXN_STATE = 48
-
-
 def _partition_error(ctx: Context, index: int, code: int, message: str | None = None, record_errors=()):
     return ctx.build(
         "PartitionProduceResponse",
@@ -70,7 +69,10 @@ def _partition_error(ctx: Context, index: int, code: int, message: str | None = 
     )
 
 
-def _produce_partition(ctx: Context, topic, index: int, records, now_ms: int, state: dict, durable: list):
+def _produce_partition(ctx: Context, topic, index: int, records, now_ms: int, state: dict, durable: list,
+                       txn_allowed: bool = True):
+    """One partition's append. ``txn_allowed``: the request's transactional id may WRITE
+    (else a transactional batch gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka)."""
     broker = ctx.broker
     p = topic.partitions.get(index)
     if p is None:
@@ -89,10 +91,17 @@ def _produce_partition(ctx: Context, topic, index: int, records, now_ms: int, st
                 ctx, index, errors.MESSAGE_TOO_LARGE, f"batch of {len(batches[0])} bytes is over max.message.bytes {limit}"
             )
         iggy, info = kafka_to_iggy(batches[0], now_ms, require_key=topic.options.compact)
-        if info.is_transactional:
-            return _partition_error(ctx, index, INVALID_TXN_STATE, "transactions are not supported")
         batch = bytearray(iggy)
-        if info.producer_id >= 0:
+        if info.is_transactional:
+            if not txn_allowed:
+                return _partition_error(ctx, index, authz.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None)
+            if info.producer_id < 0:
+                return _partition_error(ctx, index, errors.INVALID_RECORD, "a transactional batch needs a producer id")
+            state["idempotent"] = True
+            done = broker.append_transactional(
+                topic, p, batch, info.producer_id, info.producer_epoch, info.base_sequence, verified=True
+            )
+        elif info.producer_id >= 0:
             state["idempotent"] = True
             done = broker.append_idempotent(
                 topic, p, batch, info.producer_id, info.producer_epoch, info.base_sequence, verified=True
@@ -115,27 +124,6 @@ def _produce_partition(ctx: Context, topic, index: int, records, now_ms: int, st
         record_errors=(),
         error_message=None,
     )
-
-
-_BATCH_LENGTH = struct.Struct(">i")  # RecordBatch batchLength at 8; magic i8 at 16, attributes i16 at 21
-_TRANSACTIONAL = 0x10
-
-
-def _first_batch_transactional(records) -> bool:
-    """Whether the first RecordBatch v2 in ``records`` has the transactional attribute bit
-    (what Kafka's ``RecordBatch.isTransactional`` of the first batch says; False for
-    anything too short or not magic 2, which the batch checks refuse later)."""
-    if records is None or len(records) < 23:
-        return False
-    mv = memoryview(records)
-    (length,) = _BATCH_LENGTH.unpack_from(mv, 8)
-    if length < 11 or 12 + length > len(mv) or mv[16] != 2:
-        return False
-    return bool(mv[22] & _TRANSACTIONAL)
-
-
-def _has_transactional_records(request) -> bool:
-    return any(_first_batch_transactional(pd.records) for td in request.topic_data for pd in td.partition_data)
 
 
 async def _await_durable(ctx: Context, topics: list, durable: list) -> None:
@@ -169,17 +157,14 @@ async def produce(ctx: Context, request):
     state: dict = {}
     topics: list[tuple[str, list]] = []
     durable: list = []
-    transactional = _has_transactional_records(request)  # Kafka ignores transactional_id otherwise
+    txn_id = getattr(request, "transactional_id", None)
+    txn_allowed = txn_id is None or authz.transactional_id(ctx, Operation.WRITE, txn_id)
     for td in request.topic_data:
-        topic = None if transactional else names.resolve(td.name)
-        denied = not transactional and not authz.topic(ctx, Operation.WRITE, td.name, topic)
+        topic = names.resolve(td.name)
+        denied = not authz.topic(ctx, Operation.WRITE, td.name, topic)
         parts = []
         for pd in td.partition_data:
-            if transactional:  # checked first, as in Kafka
-                parts.append(
-                    _partition_error(ctx, pd.index, errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactions are not supported")
-                )
-            elif acks not in (0, 1, -1):
+            if acks not in (0, 1, -1):
                 parts.append(_partition_error(ctx, pd.index, errors.INVALID_REQUIRED_ACKS, f"acks {acks}"))
             elif denied:
                 parts.append(_partition_error(ctx, pd.index, authz.TOPIC_AUTHORIZATION_FAILED, None))
@@ -187,7 +172,7 @@ async def produce(ctx: Context, request):
                 code = errors.UNKNOWN_TOPIC_OR_PARTITION if is_valid_name(td.name) else errors.INVALID_TOPIC_EXCEPTION
                 parts.append(_partition_error(ctx, pd.index, code, f"topic {td.name!r} not found"))
             else:
-                parts.append(_produce_partition(ctx, topic, pd.index, pd.records, now_ms, state, durable))
+                parts.append(_produce_partition(ctx, topic, pd.index, pd.records, now_ms, state, durable, txn_allowed))
         topics.append((td.name, parts))
     if state:
         ctx.broker.producers.flush()
