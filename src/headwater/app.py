@@ -36,6 +36,8 @@ from .core.broker import Broker
 from .core.errors import BrokerError
 from .core.users import check_password, validate_password, validate_username
 from .frontends import listener as listener_mod
+from .frontends.http.app import build_app as build_http_app
+from .frontends.http.server import HttpListener
 from .frontends.iggy.server import iggy_limits, make_iggy_serve
 from .frontends.kafka.server import kafka_limits, make_kafka_serve
 from .frontends.listener import Listener
@@ -78,13 +80,17 @@ class BoundListener:
 class App:
     config: Config
     broker: Broker
-    listeners: list[Listener] = field(default_factory=list)
+    listeners: list[Listener | HttpListener] = field(default_factory=list)
     _jobs: list[asyncio.Task] = field(default_factory=list)
 
     async def start(self, bound: list[BoundListener]) -> None:
         """Serve the already-bound listeners (their Listener owns the sockets from now on)."""
         cfg = self.config
         for b in bound:
+            if b.name == "iggy-http":
+                http_app = build_http_app(self.broker, cfg.http, data_dir=cfg.system.data_dir)
+                self.listeners.append(HttpListener(b.name, b.host, b.port, http_app, cfg.http, b.sockets))
+                continue
             if b.name == "kafka":
                 bound_port = b.sockets[0].getsockname()[1] if b.sockets else None
                 serve_fn, limits = make_kafka_serve(self.broker, cfg.kafka, bound_port), kafka_limits(cfg.kafka)
@@ -154,6 +160,8 @@ def bind_listeners(config: Config, sources: Mapping[str, str] | None = None) -> 
         plan.append(("iggy-tcp", "tcp.address", config.tcp.address))
     if config.kafka.enabled:
         plan.append(("kafka", "kafka.address", config.kafka.address))
+    if config.http.enabled:
+        plan.append(("iggy-http", "http.address", config.http.address))
     bound: list[BoundListener] = []
     try:
         for name, option, address in plan:
