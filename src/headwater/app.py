@@ -88,7 +88,7 @@ class App:
         cfg = self.config
         for b in bound:
             if b.name == "iggy-http":
-                http_app = build_http_app(self.broker, cfg.http, data_dir=cfg.system.data_dir)
+                http_app = build_http_app(self.broker, cfg.http, data_dir=cfg.system.data_dir, tcp=cfg.tcp)
                 self.listeners.append(HttpListener(b.name, b.host, b.port, http_app, cfg.http, b.sockets))
                 continue
             if b.name == "kafka":
