@@ -340,3 +340,74 @@ def test_cors_preflight(http_port):
     assert status == 200
     assert headers["access-control-allow-origin"] == "*"
     assert "POST" in headers["access-control-allow-methods"]
+
+
+# --------------------------------------------------------------------------- TLS
+
+
+def test_https_with_the_sdk(tmp_path, monkeypatch):
+    """``[http] tls_enabled``: the SDK connects with ``HttpConfig(api_url="https://...")`` and
+    trusts the test CA through ``SSL_CERT_FILE`` (its reqwest/rustls reads the system store)."""
+    import ssl
+
+    from hw_server import ServerProcess, free_port
+    from tls_certs import make_certs
+
+    ca, cert, key = make_certs(tmp_path)
+    s = ServerProcess(tmp_path / "data", free_port(), free_port()).start(env={
+        "HEADWATER_HTTP_TLS_ENABLED": "true", "HEADWATER_HTTP_TLS_CERT_FILE": str(cert),
+        "HEADWATER_HTTP_TLS_KEY_FILE": str(key)})
+    try:
+        ctx = ssl.create_default_context(cafile=str(ca))
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                conn = http.client.HTTPSConnection("127.0.0.1", s.http_port, context=ctx, timeout=10)
+                conn.request("GET", "/ping")
+                assert conn.getresponse().read() == b"pong"
+                conn.close()
+                break
+            except ConnectionRefusedError:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+        with pytest.raises(ssl.SSLError):  # not trusted without the CA
+            conn = http.client.HTTPSConnection("127.0.0.1", s.http_port, context=ssl.create_default_context(), timeout=10)
+            conn.request("GET", "/ping")
+        assert "scheme=https" in s.log()
+        monkeypatch.setenv("SSL_CERT_FILE", str(ca))
+
+        async def go():
+            c = ig.IggyClient(ig.HttpConfig(api_url=f"https://127.0.0.1:{s.http_port}"))
+            await c.connect()
+            await c.login_user("iggy", "iggy")
+            await c.create_stream("over-tls")
+            assert [x.name for x in await c.get_streams()] == ["over-tls"]
+
+        asyncio.run(go())
+    finally:
+        assert s.stop() == 0
+
+
+def test_unloadable_tls_key_is_a_one_line_start_error(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from hw_server import free_port
+    from tls_certs import make_certs
+
+    _, cert, _ = make_certs(tmp_path)
+    bogus = tmp_path / "bogus.key"
+    bogus.write_text("not a key\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HEADWATER_")}
+    env.update(HEADWATER_HTTP_TLS_ENABLED="true", HEADWATER_HTTP_TLS_CERT_FILE=str(cert), HEADWATER_HTTP_TLS_KEY_FILE=str(bogus))
+    p = subprocess.run(
+        [sys.executable, "-m", "headwater", "serve", "--data-dir", str(tmp_path / "data"),
+         "--tcp-address", f"127.0.0.1:{free_port()}", "--kafka-address", f"127.0.0.1:{free_port()}",
+         "--http-address", "127.0.0.1:0"],
+        capture_output=True, text=True, timeout=60, env=env,
+    )
+    lines = p.stderr.strip().splitlines()
+    assert p.returncode != 0 and len(lines) == 1, p.stderr
+    assert lines[0].startswith("headwater: cannot start: HEADWATER_HTTP_TLS_CERT_FILE: cannot load the TLS certificate/key"), lines
+    assert not (tmp_path / "data").exists()  # refused with the bind (step 3), before the data directory
