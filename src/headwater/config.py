@@ -23,6 +23,11 @@ Example file::
     [kafka]
     enabled = false
 
+``[http]`` (Iggy's HTTP REST API, port 3000) has Iggy's ``[http]``, ``[http.cors]``,
+``[http.jwt]`` and ``[http.tls]`` keys flattened with prefixes: ``max_request_size``,
+``cors_*``, ``jwt_*``, ``tls_*``; :class:`HttpConfig` lists them with their defaults.
+CORS lists are comma-separated strings or TOML arrays of strings.
+
 Connection limits (``max_connections``, ``max_connection_buffer_bytes``,
 ``frame_receive_timeout_s``, ``send_stall_timeout_s``, the idle timeouts) are
 the same in ``[tcp]`` and ``[kafka]``; each 0 turns one off. They are enforced
