@@ -135,6 +135,8 @@ class HttpConfig:
       (empty: a random secret is generated on first start and kept in
       ``<data_dir>/http_jwt_secret``, so tokens survive a restart).
     - ``tls_enabled``, ``tls_cert_file``, ``tls_key_file`` (PEM): serve HTTPS instead.
+    - ``request_timeout_s`` (Headwater's own; 0 turns it off): a connection still receiving
+      one request (headers or body) this long after it began is closed.
     """
 
     enabled: bool = True
@@ -157,6 +159,7 @@ class HttpConfig:
     tls_enabled: bool = False
     tls_cert_file: str = ""
     tls_key_file: str = ""
+    request_timeout_s: float = 60.0
 
 
 @dataclass(frozen=True)

@@ -411,3 +411,32 @@ def test_unloadable_tls_key_is_a_one_line_start_error(tmp_path):
     assert p.returncode != 0 and len(lines) == 1, p.stderr
     assert lines[0].startswith("headwater: cannot start: HEADWATER_HTTP_TLS_CERT_FILE: cannot load the TLS certificate/key"), lines
     assert not (tmp_path / "data").exists()  # refused with the bind (step 3), before the data directory
+
+
+def test_stalled_requests_are_closed_and_others_served(tmp_path):
+    """``[http] request_timeout_s``: a connection that sends nothing, half its headers or half
+    its body is closed after the timeout; requests of other clients are served meanwhile."""
+    from hw_server import ServerProcess, free_port
+
+    s = ServerProcess(tmp_path / "data", free_port(), free_port()).start(env={"HEADWATER_HTTP_REQUEST_TIMEOUT_S": "1"})
+    try:
+        wait_http(s.http_port)
+        token = login(s.http_port)["access_token"]["token"]
+        stalls = [b"", b"GET /streams HTTP/1.1\r\nHost: x\r\n",
+                  b"POST /streams HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + token.encode()
+                  + b"\r\nContent-Length: 50\r\n\r\n{\"name\""]
+        socks = []
+        for data in stalls:
+            sock = socket.create_connection(("127.0.0.1", s.http_port), timeout=30)
+            if data:
+                sock.sendall(data)
+            socks.append(sock)
+        call(s.http_port, "GET", "/streams", token=token)
+        for sock in socks:  # each is closed by the server (recv returns EOF) well before the 30 s socket timeout
+            assert sock.recv(1024) == b""
+            sock.close()
+        call(s.http_port, "GET", "/streams", token=token)
+        assert 'reason="request timeout" count=3' in s.log()
+        assert "Traceback" not in s.log()
+    finally:
+        assert s.stop() == 0
