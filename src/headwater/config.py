@@ -133,7 +133,7 @@ class HttpConfig:
       ``jwt_refresh_token_expiry_s`` (seconds a refresh token lives),
       ``jwt_clock_skew_s`` (leeway when checking ``exp``/``nbf``), ``jwt_encoding_secret``
       (empty: a random secret is generated on first start and kept in
-      ``<data_dir>/http_jwt_secret``, so tokens survive a restart).
+      ``<data_dir>/http/jwt_secret``, so tokens survive a restart).
     - ``tls_enabled``, ``tls_cert_file``, ``tls_key_file`` (PEM): serve HTTPS instead.
     - ``request_timeout_s`` (Headwater's own; 0 turns it off): a connection still receiving
       one request (headers or body) this long after it began is closed.

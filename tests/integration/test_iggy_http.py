@@ -285,7 +285,7 @@ def test_login_refresh_logout_revokes(http_port):
 
 
 def test_expired_and_forged_tokens_are_refused(server, http_port):
-    secret = (Path(server.data_dir) / "http_jwt_secret").read_bytes()
+    secret = (Path(server.data_dir) / "http" / "jwt_secret").read_bytes()
     now = int(time.time())
     claims = {"sub": "0", "jti": "t1", "iat": now - 7200, "nbf": now - 7200, "exp": now - 3600,
               "iss": "iggy.apache.org", "aud": "iggy.apache.org"}

@@ -7,13 +7,13 @@ Claims: ``sub`` (the user id, decimal string), ``jti`` (random id), ``iat``, ``n
 ``{"user_id": u32, "access_token": {"token": "<jwt>", "expiry": <exp, seconds>}}``.
 
 Secret: ``jwt_encoding_secret``, else 64 random bytes generated on first start and kept
-in ``<data_dir>/http_jwt_secret`` (mode 0600), so tokens survive a restart.
+in ``<data_dir>/http/jwt_secret`` (mode 0600), so tokens survive a restart.
 
 Refresh (``POST /users/refresh-token`` with ``{"token": "<jwt>"}``): a token that is
 signed by us and not revoked, and either still valid or expired for less than
 ``jwt_refresh_token_expiry_s``, gets a fresh token; the presented one is revoked (the
 legacy Iggy server's one-shot refresh). Logout revokes the caller's token. Revoked
-``jti``s are kept with their ``exp`` (in ``<data_dir>/http_revoked_tokens.json``,
+``jti``s are kept with their ``exp`` (in ``<data_dir>/http/revoked_tokens.json``,
 rewritten atomically) until the refresh window of that ``exp`` has passed.
 
 Errors: a missing, malformed, badly signed, expired or revoked token raises
@@ -33,15 +33,23 @@ import jwt
 from ...config import HttpConfig
 from ...core import errors
 
-SECRET_FILE = "http_jwt_secret"
-REVOKED_FILE = "http_revoked_tokens.json"
+STATE_DIR = "http"  # under the data directory (a name the storage engine's --fresh knows)
+SECRET_FILE = "jwt_secret"
+REVOKED_FILE = "revoked_tokens.json"
+
+
+def state_dir(data_dir: str) -> str:
+    """``<data_dir>/http``, created if missing (mode 0700)."""
+    path = os.path.join(data_dir, STATE_DIR)
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    return path
 
 
 def load_secret(config: HttpConfig, data_dir: str) -> bytes:
     """The signing secret: the configured one, else the data directory's (created once)."""
     if config.jwt_encoding_secret:
         return config.jwt_encoding_secret.encode()
-    path = os.path.join(data_dir, SECRET_FILE)
+    path = os.path.join(state_dir(data_dir), SECRET_FILE)
     try:
         with open(path, "rb") as f:
             secret = f.read()
@@ -67,7 +75,7 @@ class Tokens:
         self.config = config
         self._secret = load_secret(config, data_dir)
         self._clock = clock
-        self._revoked_path = os.path.join(data_dir, REVOKED_FILE)
+        self._revoked_path = os.path.join(state_dir(data_dir), REVOKED_FILE)
         self._revoked: dict[str, int] = self._load_revoked()
 
     # ------------------------------------------------------------------ revocation

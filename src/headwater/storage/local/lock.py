@@ -32,9 +32,10 @@ from headwater.storage.api import StorageError
 from .segment import fsync_dir
 
 LOCK_NAME = ".lock"
-# what a data directory holds at its top level (the engine's folders and the lock);
-# ``empty`` (``--fresh``) refuses a directory holding anything else
-DATA_DIR_ENTRIES = frozenset({LOCK_NAME, "streams", "metadata", "trash"})
+# what a data directory holds at its top level (the engine's folders, the lock, and "http":
+# the HTTP front-end's JWT secret and revoked tokens); ``empty`` (``--fresh``) refuses a
+# directory holding anything else
+DATA_DIR_ENTRIES = frozenset({LOCK_NAME, "streams", "metadata", "trash", "http"})
 
 
 class DataDirLocked(StorageError):
