@@ -42,6 +42,8 @@ from .core.errors import BrokerError
 from .core.users import check_password, validate_password, validate_username
 from .frontends import listener as listener_mod
 from .frontends import tls
+from .frontends.http.app import build_app as build_http_app
+from .frontends.http.server import HttpListener, TlsError, tls_context
 from .frontends.iggy.quic import QuicListener, bind_udp
 from .frontends.iggy.server import IggyFrontend, iggy_limits
 from .frontends.iggy.websocket import make_websocket_serve
@@ -76,6 +78,7 @@ class BoundListener:
     host: str
     port: int
     sockets: list[socket.socket]
+    tls: object = None  # the ssl.SSLContext a TLS listener serves with
 
     def close(self) -> None:
         for sock in self.sockets:
@@ -86,7 +89,7 @@ class BoundListener:
 class App:
     config: Config
     broker: Broker
-    listeners: list[Listener] = field(default_factory=list)
+    listeners: list[Listener | HttpListener] = field(default_factory=list)
     _jobs: list[asyncio.Task] = field(default_factory=list)
 
     async def start(self, bound: list[BoundListener]) -> None:
@@ -104,7 +107,8 @@ class App:
                 where = ", ".join(f"{h}:{p}" for h, p in (s.getsockname()[:2] for s in b.sockets))
                 raise StartupError(b.option, f"cannot listen on {where}: {e.strerror or e}") from None
         for listener in self.listeners:
-            kind = {"iggy-tcp": "tcp", "iggy-quic": "quic", "iggy-websocket": "websocket"}.get(listener.name)
+            kind = {"iggy-tcp": "tcp", "iggy-quic": "quic", "iggy-websocket": "websocket",
+                    "iggy-http": "http"}.get(listener.name)
             if kind:
                 iggy.node_ports[kind] = listener.bound_port
         self._jobs.append(asyncio.create_task(self._every(cfg.system.retention_interval_s, self.broker.apply_retention)))
@@ -130,6 +134,9 @@ class App:
         cfg = self.config
         data_dir = cfg.system.data_dir
         try:
+            if b.name == "iggy-http":
+                http_app = build_http_app(self.broker, cfg.http, data_dir=data_dir, tcp=cfg.tcp)
+                return HttpListener(b.name, b.host, b.port, http_app, cfg.http, b.sockets, b.tls)
             if b.name == "kafka":
                 bound_port = b.sockets[0].getsockname()[1] if b.sockets else None
                 k = cfg.kafka
@@ -233,12 +240,14 @@ def bind_listeners(config: Config, sources: Mapping[str, str] | None = None) -> 
     """Step 3: bind every enabled listener's address. Raises StartupError naming the
     listener's option, with nothing left bound (``sources``: how to name an option
     in the message, e.g. ``--tcp-address``)."""
-    # QUIC and WebSocket listen first: once TCP and Kafka accept, every listener does
+    # QUIC, WebSocket and HTTP listen first: once TCP and Kafka accept, every listener does
     plan = []
     if config.quic.enabled:
         plan.append(("iggy-quic", "quic.address", config.quic.address))
     if config.websocket.enabled:
         plan.append(("iggy-websocket", "websocket.address", config.websocket.address))
+    if config.http.enabled:
+        plan.append(("iggy-http", "http.address", config.http.address))
     if config.tcp.enabled:
         plan.append(("iggy-tcp", "tcp.address", config.tcp.address))
     if config.kafka.enabled:
@@ -255,6 +264,11 @@ def bind_listeners(config: Config, sources: Mapping[str, str] | None = None) -> 
                 raise StartupError(option, f"cannot listen on {address}: {e.strerror or e}") from None
             bound.append(BoundListener(name, option, host, port, sockets))
             _check_overlap(bound, sources or {})
+            if name == "iggy-http":
+                try:  # the certificate is loaded with the bind: a bad one fails before the data dir opens
+                    bound[-1].tls = tls_context(config.http)
+                except TlsError as e:
+                    raise StartupError("http.tls_cert_file", str(e)) from None
     except BaseException:
         for b in bound:
             b.close()

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
-from dataclasses import dataclass
+from typing import NamedTuple
 from pathlib import Path
 
 from cryptography import x509
@@ -16,8 +16,9 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 
-@dataclass(frozen=True)
-class TestCerts:
+class TestCerts(NamedTuple):
+    """Also unpacks as ``ca, cert, key``."""
+
     ca: Path  # the CA certificate (what clients trust)
     cert: Path  # the server's certificate
     key: Path  # the server's private key

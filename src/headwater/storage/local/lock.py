@@ -32,10 +32,11 @@ from headwater.storage.api import StorageError
 from .segment import fsync_dir
 
 LOCK_NAME = ".lock"
-# what a data directory holds at its top level (the engine's folders and the lock);
-# ``empty`` (``--fresh``) refuses a directory holding anything else
-# "certs": the self-signed TLS pair (frontends/tls.py), made again after --fresh
-DATA_DIR_ENTRIES = frozenset({LOCK_NAME, "streams", "metadata", "trash", "certs"})
+# what a data directory holds at its top level (the engine's folders, the lock, "certs": the
+# self-signed TLS pair (frontends/tls.py, made again after --fresh), and "http": the HTTP
+# front-end's JWT secret and revoked tokens); ``empty`` (``--fresh``) refuses a directory
+# holding anything else
+DATA_DIR_ENTRIES = frozenset({LOCK_NAME, "streams", "metadata", "trash", "certs", "http"})
 
 
 class DataDirLocked(StorageError):
