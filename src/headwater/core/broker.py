@@ -26,6 +26,7 @@ from . import errors
 from .catalog import Catalog, Stream, Topic, next_id, validate_name
 from .groups.assigned import AssignedGroup
 from .offsets import CONSUMER, GROUP, Committed, OffsetStore
+from . import metrics_source
 from .partition import Appended, Partition, RefusingLog
 from .permissions import Permissions
 from .storage_health import GuardedStore, StorageHealth
@@ -90,6 +91,7 @@ class Broker:
         self._next_client_id = 1
         self.started_at_us = clock()
         self._load()
+        self._metrics_key = metrics_source.register(self)
 
     # ------------------------------------------------------------------ loading
     def _load(self) -> None:
@@ -213,6 +215,7 @@ class Broker:
         self._meta.put(f"topic/{topic.stream_id}/{topic.id}", topic.to_dict())
 
     def close(self) -> None:
+        metrics_source.unregister(self._metrics_key)
         for s in self.catalog.streams.values():
             for t in s.topics.values():
                 for p in t.partitions.values():

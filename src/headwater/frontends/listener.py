@@ -51,6 +51,7 @@ import time
 from dataclasses import dataclass
 from typing import Awaitable, Callable
 
+from .. import metrics
 from ..config import format_address
 
 log = logging.getLogger("headwater.listener")
@@ -228,11 +229,15 @@ def bind(host: str, port: int) -> list[socket.socket]:
 
 class Listener:
     def __init__(self, name: str, host: str, port: int, serve: Serve, *, limit: int = 1 << 20,
-                 limits: Limits | None = None, sockets: list[socket.socket] | None = None):
+                 limits: Limits | None = None, sockets: list[socket.socket] | None = None,
+                 protocol: str = "", transport: str = "tcp"):
         """``limits``: see the module doc (None: every limit off). ``sockets``: already
         bound by :func:`bind` (the listener owns them from now on; :meth:`start` listens
-        on them); None: :meth:`start` binds ``host:port`` itself."""
+        on them); None: :meth:`start` binds ``host:port`` itself. ``protocol`` and
+        ``transport``: the labels of its ``headwater_connections`` gauge (protocol
+        defaults to ``name``)."""
         self.name = name
+        self._connections = metrics.connections_gauge(protocol or name, transport)
         self.host = host
         self.port = port
         self._serve = serve
@@ -297,6 +302,7 @@ class Listener:
             return
         conn = Connection(peer, self.closing, writer, limits.max_buffer_bytes)
         self._tasks[task] = conn
+        self._connections.inc()
         if limits.max_buffer_bytes:
             writer.transport.set_write_buffer_limits(high=limits.max_buffer_bytes)
         sock = writer.get_extra_info("socket")
@@ -317,6 +323,7 @@ class Listener:
             log.exception("connection failed", extra={"kv": {"listener": self.name}})
         finally:
             self._tasks.pop(task, None)
+            self._connections.dec()
             try:
                 if conn.phase == SENDING or conn.phase == CLOSING:
                     writer.transport.abort()  # what is queued would never leave
