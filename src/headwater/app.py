@@ -30,6 +30,8 @@ import socket
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from starlette.applications import Starlette
+
 from . import _native
 from .config import Config, format_address, parse_address
 from .core.broker import Broker
@@ -39,6 +41,8 @@ from .frontends import listener as listener_mod
 from .frontends.iggy.server import iggy_limits, make_iggy_serve
 from .frontends.kafka.server import kafka_limits, make_kafka_serve
 from .frontends.listener import Listener
+from .frontends.operator import operator_routes
+from .frontends.operator_server import OperatorServer
 from .storage.api import EngineLock, StorageError, lock_engine, open_engine
 
 log = logging.getLogger("headwater.app")
@@ -78,19 +82,32 @@ class BoundListener:
 class App:
     config: Config
     broker: Broker
-    listeners: list[Listener] = field(default_factory=list)
+    listeners: list[Listener | OperatorServer] = field(default_factory=list)
     _jobs: list[asyncio.Task] = field(default_factory=list)
 
     async def start(self, bound: list[BoundListener]) -> None:
         """Serve the already-bound listeners (their Listener owns the sockets from now on)."""
         cfg = self.config
+        kafka_frontend = None
         for b in bound:
+            if b.name == "http":
+                continue
             if b.name == "kafka":
                 bound_port = b.sockets[0].getsockname()[1] if b.sockets else None
                 serve_fn, limits = make_kafka_serve(self.broker, cfg.kafka, bound_port), kafka_limits(cfg.kafka)
+                kafka_frontend = serve_fn.__self__  # type: ignore[attr-defined]  (its groups, for the console)
+                protocol = "kafka"
             else:
                 serve_fn, limits = make_iggy_serve(self.broker, cfg.tcp, cfg.system.data_dir), iggy_limits(cfg.tcp)
-            self.listeners.append(Listener(b.name, b.host, b.port, serve_fn, limits=limits, sockets=b.sockets))
+                protocol = "iggy"
+            self.listeners.append(
+                Listener(b.name, b.host, b.port, serve_fn, limits=limits, sockets=b.sockets, protocol=protocol)
+            )
+        for b in bound:
+            if b.name == "http":
+                coordinator = kafka_frontend.groups.coordinator if kafka_frontend is not None else None
+                routes = operator_routes(self.broker, cfg.http, coordinator)
+                self.listeners.append(OperatorServer(b.name, b.host, b.port, Starlette(routes=routes), b.sockets))
         for b, listener in zip(bound, self.listeners):
             try:
                 await listener.start()
@@ -154,6 +171,8 @@ def bind_listeners(config: Config, sources: Mapping[str, str] | None = None) -> 
         plan.append(("iggy-tcp", "tcp.address", config.tcp.address))
     if config.kafka.enabled:
         plan.append(("kafka", "kafka.address", config.kafka.address))
+    if config.http.enabled and (config.http.metrics_enabled or config.http.console_enabled):
+        plan.append(("http", "http.address", config.http.address))
     bound: list[BoundListener] = []
     try:
         for name, option, address in plan:
