@@ -36,7 +36,8 @@ def free_port() -> int:
 def start_server(data: str, tcp: int, kafka: int) -> subprocess.Popen:
     p = subprocess.Popen(
         [sys.executable, "-m", "headwater", "serve", "--data-dir", data, "--tcp-address", f"127.0.0.1:{tcp}",
-         "--kafka-address", f"127.0.0.1:{kafka}", "--with-default-root-credentials", "--log-level", "warning"],
+         "--kafka-address", f"127.0.0.1:{kafka}", "--with-default-root-credentials", "--log-level", "warning",
+         "--http-address", "127.0.0.1:0"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     for _ in range(200):

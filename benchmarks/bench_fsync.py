@@ -85,7 +85,8 @@ def _serve(data: str, tcp: int, kafka: int, stats_path: str) -> None:
     from headwater import app, config
 
     cfg = config.load(overrides={"system.data_dir": data, "tcp.address": f"127.0.0.1:{tcp}",
-                                 "kafka.address": f"127.0.0.1:{kafka}", "logging.level": "warning"})
+                                 "kafka.address": f"127.0.0.1:{kafka}", "logging.level": "warning",
+                                 "http.address": "127.0.0.1:0"})
     started = {}
     try:
         import uvloop  # type: ignore

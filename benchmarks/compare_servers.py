@@ -128,6 +128,7 @@ class Headwater(ServerProcess):
     def argv(self) -> list[str]:
         return [self.python, "-m", "headwater", "serve", "--data-dir", str(self.data),
                 "--tcp-address", self.iggy, "--kafka-address", self.kafka,
+                "--http-address", "127.0.0.1:0",
                 "--with-default-root-credentials", "--log-level", "warning"]
 
     def env(self) -> dict:

@@ -105,6 +105,7 @@ class Server:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "headwater", "serve", "--data-dir", str(self.data_dir),
                  "--tcp-address", self.iggy_address, "--kafka-address", self.kafka_address,
+                 "--http-address", "127.0.0.1:0",
                  "--with-default-root-credentials"],
                 stdout=log, stderr=subprocess.STDOUT, env=env, stdin=subprocess.DEVNULL,
             )

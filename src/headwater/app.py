@@ -30,19 +30,18 @@ import socket
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from starlette.applications import Starlette
-
 from . import _native
 from .config import Config, format_address, parse_address
 from .core.broker import Broker
 from .core.errors import BrokerError
 from .core.users import check_password, validate_password, validate_username
 from .frontends import listener as listener_mod
+from .frontends.http.app import build_app as build_http_app
+from .frontends.http.server import HttpListener
 from .frontends.iggy.server import iggy_limits, make_iggy_serve
 from .frontends.kafka.server import kafka_limits, make_kafka_serve
 from .frontends.listener import Listener
 from .frontends.operator import operator_routes
-from .frontends.operator_server import OperatorServer
 from .storage.api import EngineLock, StorageError, lock_engine, open_engine
 
 log = logging.getLogger("headwater.app")
@@ -82,7 +81,7 @@ class BoundListener:
 class App:
     config: Config
     broker: Broker
-    listeners: list[Listener | OperatorServer] = field(default_factory=list)
+    listeners: list[Listener | HttpListener] = field(default_factory=list)
     _jobs: list[asyncio.Task] = field(default_factory=list)
 
     async def start(self, bound: list[BoundListener]) -> None:
@@ -90,7 +89,11 @@ class App:
         cfg = self.config
         kafka_frontend = None
         for b in bound:
-            if b.name == "http":
+            if b.name == "iggy-http":
+                coordinator = kafka_frontend.groups.coordinator if kafka_frontend is not None else None
+                http_app = build_http_app(self.broker, cfg.http, data_dir=cfg.system.data_dir,
+                                          extra_routes=operator_routes(self.broker, cfg.http, coordinator))
+                self.listeners.append(HttpListener(b.name, b.host, b.port, http_app, cfg.http, b.sockets))
                 continue
             if b.name == "kafka":
                 bound_port = b.sockets[0].getsockname()[1] if b.sockets else None
@@ -103,11 +106,6 @@ class App:
             self.listeners.append(
                 Listener(b.name, b.host, b.port, serve_fn, limits=limits, sockets=b.sockets, protocol=protocol)
             )
-        for b in bound:
-            if b.name == "http":
-                coordinator = kafka_frontend.groups.coordinator if kafka_frontend is not None else None
-                routes = operator_routes(self.broker, cfg.http, coordinator)
-                self.listeners.append(OperatorServer(b.name, b.host, b.port, Starlette(routes=routes), b.sockets))
         for b, listener in zip(bound, self.listeners):
             try:
                 await listener.start()
@@ -171,8 +169,8 @@ def bind_listeners(config: Config, sources: Mapping[str, str] | None = None) -> 
         plan.append(("iggy-tcp", "tcp.address", config.tcp.address))
     if config.kafka.enabled:
         plan.append(("kafka", "kafka.address", config.kafka.address))
-    if config.http.enabled and (config.http.metrics_enabled or config.http.console_enabled):
-        plan.append(("http", "http.address", config.http.address))
+    if config.http.enabled:
+        plan.append(("iggy-http", "http.address", config.http.address))
     bound: list[BoundListener] = []
     try:
         for name, option, address in plan:

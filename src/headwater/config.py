@@ -111,10 +111,47 @@ class KafkaConfig:
 
 @dataclass(frozen=True)
 class HttpConfig:
-    """Iggy's HTTP REST API (and ``/metrics``); Iggy's default port 3000."""
+    """Iggy's HTTP REST API (and ``/metrics``); Iggy's default port 3000.
+
+    Keys (Iggy's ``[http]``, ``[http.cors]``, ``[http.jwt]`` and ``[http.tls]`` flattened
+    into one section, each with the Iggy server's default):
+
+    - ``max_request_size``: bytes of one request body (Iggy's ``"2 MB"``); a larger body is
+      answered 413 and the connection closed.
+    - ``cors_enabled`` and ``cors_allowed_methods``, ``cors_allowed_origins``,
+      ``cors_allowed_headers``, ``cors_exposed_headers`` (comma-separated strings, or TOML
+      arrays of strings; ``"*"`` as the first origin allows any), ``cors_allow_credentials``
+      (refused with a wildcard origin or header list, as Iggy refuses it),
+      ``cors_allow_private_network``.
+    - ``jwt_algorithm`` (HS256, HS384 or HS512), ``jwt_issuer``, ``jwt_audience``,
+      ``jwt_access_token_expiry_s`` (seconds an access token lives; Iggy's ``"1 h"``),
+      ``jwt_refresh_token_expiry_s`` (seconds a refresh token lives),
+      ``jwt_clock_skew_s`` (leeway when checking ``exp``/``nbf``), ``jwt_encoding_secret``
+      (empty: a random secret is generated on first start and kept in
+      ``<data_dir>/http_jwt_secret``, so tokens survive a restart).
+    - ``tls_enabled``, ``tls_cert_file``, ``tls_key_file`` (PEM): serve HTTPS instead.
+    """
 
     enabled: bool = True
     address: str = "127.0.0.1:3000"
+    max_request_size: int = 2_000_000  # Iggy's "2 MB" (decimal megabytes)
+    cors_enabled: bool = True
+    cors_allowed_methods: str = "GET,POST,PUT,DELETE"
+    cors_allowed_origins: str = "*"
+    cors_allowed_headers: str = "content-type,authorization"
+    cors_exposed_headers: str = ""
+    cors_allow_credentials: bool = False
+    cors_allow_private_network: bool = False
+    jwt_algorithm: str = "HS256"
+    jwt_issuer: str = "iggy.apache.org"
+    jwt_audience: str = "iggy.apache.org"
+    jwt_access_token_expiry_s: int = 3600
+    jwt_refresh_token_expiry_s: int = 86_400
+    jwt_clock_skew_s: int = 5
+    jwt_encoding_secret: str = ""
+    tls_enabled: bool = False
+    tls_cert_file: str = ""
+    tls_key_file: str = ""
     # Prometheus text exposition (Iggy's [http.metrics] enabled / endpoint); no login needed, as in Iggy
     metrics_enabled: bool = True
     metrics_endpoint: str = "/metrics"
@@ -166,6 +203,8 @@ _TYPE_NAMES = {bool: "a boolean (true/false)", int: "an integer", float: "a numb
 
 
 def _coerce(value: Any, to: type, where: str) -> Any:
+    if to is str and isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return ",".join(value)  # a TOML array of strings (the [http] cors_* lists)
     if isinstance(value, str) and to is not str:
         v = value.strip()
         if to is bool:
@@ -194,7 +233,18 @@ _MINIMUM = {
     "tcp.max_frame_size": 256,  # one Iggy header
     "kafka.default_partitions": 1,
     "kafka.max_request_size": 1,
+    "http.max_request_size": 1,
+    "http.jwt_access_token_expiry_s": 1,
+    "http.jwt_refresh_token_expiry_s": 1,
 }
+
+JWT_ALGORITHMS = ("HS256", "HS384", "HS512")
+CORS_METHODS = ("GET", "POST", "PUT", "DELETE", "HEAD", "OPTIONS", "CONNECT", "PATCH", "TRACE")
+
+
+def split_list(value: str) -> list[str]:
+    """A comma-separated config list -> its non-blank, trimmed entries."""
+    return [v.strip() for v in value.split(",") if v.strip()]
 
 
 def _check_host(host: str) -> str | None:
@@ -235,6 +285,16 @@ def _check_value(dotted: str, value: Any, where: str) -> Any:
             validate_name(value, "stream", ValueError)
         except ValueError as e:
             raise ConfigError(where, f"{e} (the stream that holds topics created through Kafka)") from None
+    elif dotted == "http.jwt_algorithm":
+        if value.upper() not in JWT_ALGORITHMS:
+            raise ConfigError(where, f"{value!r} is not a supported JWT algorithm ({', '.join(JWT_ALGORITHMS)})")
+        value = value.upper()
+    elif dotted == "http.cors_allowed_methods":
+        bad = [m for m in split_list(value) if m.upper() not in CORS_METHODS]
+        if bad:
+            raise ConfigError(where, f"{bad[0]!r} is not an HTTP method ({', '.join(CORS_METHODS)})")
+    elif dotted == "http.cors_allowed_origins" and "*" in split_list(value)[1:]:
+        raise ConfigError(where, '"*" is honoured only as the first origin')
     elif dotted == "system.data_dir":
         if not value:
             raise ConfigError(where, "the data directory must not be empty")
@@ -322,6 +382,27 @@ def _check_listeners(cfg: Config, sources: Mapping[str, str]) -> None:
         )
 
 
+def _check_http(http: HttpConfig, sources: Mapping[str, str]) -> None:
+    """Combinations Iggy refuses at start: credentials with a wildcard CORS origin or header
+    list; TLS without both PEM files."""
+    if not http.enabled:
+        return
+    if http.cors_enabled and http.cors_allow_credentials:
+        for key in ("cors_allowed_origins", "cors_allowed_headers", "cors_exposed_headers"):
+            if split_list(getattr(http, key))[:1] == ["*"]:
+                raise ConfigError(
+                    sources.get("http.cors_allow_credentials", "http.cors_allow_credentials"),
+                    f"allow_credentials cannot be combined with a wildcard http.{key}",
+                )
+    if http.tls_enabled:
+        for key in ("tls_cert_file", "tls_key_file"):
+            path = getattr(http, key)
+            if not path:
+                raise ConfigError(sources.get("http.tls_enabled", "http.tls_enabled"), f"TLS needs http.{key}")
+            if not os.path.isfile(path):
+                raise ConfigError(sources.get(f"http.{key}", f"http.{key}"), f"{path} is not a file")
+
+
 def load(
     path: str | None = None,
     env: Mapping[str, str] | None = None,
@@ -371,6 +452,7 @@ def load(
         origin[dotted] = where
     cfg = _check_all(cfg, origin)
     _check_listeners(cfg, origin)
+    _check_http(cfg.http, origin)
     return cfg
 
 

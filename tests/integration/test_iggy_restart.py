@@ -216,7 +216,8 @@ def _start_plain(data_dir, port: int, kafka_port: int, log_path) -> subprocess.P
     env = {k: v for k, v in os.environ.items() if not k.startswith("HEADWATER_")}
     proc = subprocess.Popen(
         [sys.executable, "-m", "headwater", "serve", "--data-dir", str(data_dir),
-         "--tcp-address", f"127.0.0.1:{port}", "--kafka-address", f"127.0.0.1:{kafka_port}"],
+         "--tcp-address", f"127.0.0.1:{port}", "--kafka-address", f"127.0.0.1:{kafka_port}",
+         "--http-address", "127.0.0.1:0"],
         stdout=open(log_path, "ab"), stderr=subprocess.STDOUT, env=env,
     )
     deadline = time.monotonic() + 20

@@ -169,6 +169,7 @@ def test_a_corrupt_metadata_journal_refuses_to_start_with_a_clear_error(fresh_se
     proc = subprocess.run(
         [sys.executable, "-m", "headwater", "serve", "--data-dir", str(fresh_server.data_dir),
          "--tcp-address", f"127.0.0.1:{free_port()}", "--kafka-address", f"127.0.0.1:{free_port()}",
+         "--http-address", "127.0.0.1:0",
          "--with-default-root-credentials"],
         capture_output=True, text=True, timeout=30,
         env={k: v for k, v in os.environ.items() if not k.startswith("HEADWATER_")},

@@ -30,7 +30,8 @@ def serve_fails(data_dir, *args: str, env: dict | None = None, tcp: str | None =
     full_env.update(env or {})
     cmd = [sys.executable, "-m", "headwater", "serve", "--data-dir", str(data_dir),
            "--tcp-address", tcp or f"127.0.0.1:{free_port()}",
-           "--kafka-address", kafka or f"127.0.0.1:{free_port()}", *args]
+           "--kafka-address", kafka or f"127.0.0.1:{free_port()}",
+           "--http-address", "127.0.0.1:0", *args]
     p = subprocess.run(cmd, capture_output=True, text=True, env=full_env, timeout=120)
     assert p.returncode != 0, f"started:\n{p.stdout}\n{p.stderr}"
     assert code is None or p.returncode == code, (p.returncode, p.stderr)
@@ -280,7 +281,8 @@ def test_listeners_on_port_0_advertise_the_port_they_bound(tmp_path):
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "headwater", "serve", "--data-dir", str(tmp_path / "data"),
-             "--tcp-address", "127.0.0.1:0", "--kafka-address", "127.0.0.1:0", "--with-default-root-credentials"],
+             "--tcp-address", "127.0.0.1:0", "--kafka-address", "127.0.0.1:0", "--with-default-root-credentials",
+             "--http-address", "127.0.0.1:0"],
             stdout=log, stderr=subprocess.STDOUT, env=full_env,
         )
     try:
@@ -314,3 +316,25 @@ def test_listeners_on_port_0_advertise_the_port_they_bound(tmp_path):
     finally:
         proc.terminate()
         assert proc.wait(30) == 0
+
+
+def test_http_address_taken_is_one_line(tmp_path):
+    """The HTTP listener binds in step 3 like the others: a taken --http-address is one
+    line naming the flag, and nothing is left in the data directory."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        data = tmp_path / "data"
+        p = subprocess.run(
+            [sys.executable, "-m", "headwater", "serve", "--data-dir", str(data),
+             "--tcp-address", f"127.0.0.1:{free_port()}", "--kafka-address", f"127.0.0.1:{free_port()}",
+             "--http-address", f"127.0.0.1:{port}"],
+            capture_output=True, text=True, timeout=60,
+            env={k: v for k, v in os.environ.items() if not k.startswith("HEADWATER_")},
+        )
+    assert p.returncode != 0
+    assert p.stderr.strip().splitlines() == [
+        f"headwater: cannot start: --http-address: cannot listen on 127.0.0.1:{port}: Address already in use"
+    ], p.stderr
+    assert not data.exists()

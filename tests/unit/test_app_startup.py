@@ -15,7 +15,8 @@ from headwater.config import load
 
 def test_a_listen_that_loses_its_port_after_bind_names_the_option(tmp_path):
     cfg = load(env={}, overrides={"system.data_dir": str(tmp_path / "data"),
-                                  "tcp.address": "127.0.0.1:0", "kafka.address": "127.0.0.1:0"})
+                                  "tcp.address": "127.0.0.1:0", "kafka.address": "127.0.0.1:0",
+                                  "http.address": "127.0.0.1:0"})
     lock = app.lock_data_dir(cfg)
     bound = app.bind_listeners(cfg)
     port = bound[1].sockets[0].getsockname()[1]
@@ -43,7 +44,7 @@ def test_a_failed_bind_removes_the_directory_the_lock_created(tmp_path):
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         cfg = load(env={}, overrides={"system.data_dir": str(tmp_path / "a" / "data"),
-                                      "tcp.address": "127.0.0.1:0",
+                                      "tcp.address": "127.0.0.1:0", "http.address": "127.0.0.1:0",
                                       "kafka.address": f"127.0.0.1:{taken.getsockname()[1]}"})
         with pytest.raises(app.StartupError) as e:
             asyncio.run(app.start(cfg))

@@ -1,0 +1,78 @@
+"""Serve the HTTP app with uvicorn on sockets ``headwater.app`` already bound (step 3 of its
+start order), inside the server's own event loop; HTTPS when ``[http] tls_enabled``.
+
+:class:`HttpListener` has the interface of ``frontends.listener.Listener`` that the
+composition root uses: ``name``, ``host``, ``bound_port``, ``start()``, ``stop()``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+
+import uvicorn
+
+from ...config import HttpConfig, format_address
+
+log = logging.getLogger("headwater.http")
+
+
+class HttpListener:
+    """uvicorn's server over pre-bound, not yet listening sockets (it owns them)."""
+
+    def __init__(self, name: str, host: str, port: int, app, config: HttpConfig, sockets: list[socket.socket]):
+        self.name = name
+        self.host = host
+        self.port = port
+        self._sockets = sockets
+        ssl_kwargs = {}
+        if config.tls_enabled:
+            ssl_kwargs = {"ssl_certfile": config.tls_cert_file, "ssl_keyfile": config.tls_key_file}
+        self._server = uvicorn.Server(
+            uvicorn.Config(
+                app,
+                lifespan="off",
+                log_config=None,
+                log_level="warning",
+                access_log=False,
+                server_header=False,
+                proxy_headers=False,
+                timeout_graceful_shutdown=5,
+                **ssl_kwargs,
+            )
+        )
+        self._started = False
+
+    @property
+    def bound_port(self) -> int:
+        return self._sockets[0].getsockname()[1]
+
+    async def start(self) -> None:
+        """Listen on the sockets and serve. Raises OSError when ``listen`` fails, ssl.SSLError
+        (an OSError) when the certificate or key cannot be loaded."""
+        config = self._server.config
+        if not config.loaded:
+            config.load()  # builds the SSL context: a bad certificate or key raises here
+        self._server.lifespan = config.lifespan_class(config)
+        await self._server.startup(sockets=self._sockets)
+        self._started = True
+        scheme = "https" if self._server.config.ssl is not None else "http"
+        log.info(
+            "listening",
+            extra={"kv": {"listener": self.name, "address": format_address(self.host, self.bound_port), "scheme": scheme}},
+        )
+
+    async def stop(self, deadline_s: float = 5.0) -> None:
+        """Stop accepting, let in-flight requests finish (up to ``deadline_s``), close."""
+        if not self._started:
+            for sock in self._sockets:
+                sock.close()
+            return
+        self._server.should_exit = True
+        try:
+            await asyncio.wait_for(self._server.shutdown(), timeout=deadline_s + 1.0)
+        except asyncio.TimeoutError:
+            pass
+        for sock in self._sockets:
+            sock.close()
