@@ -10,20 +10,18 @@
   const W = 600, H = 160, KEEP = 120;
   const lines = { in: document.createElementNS(NS, "polyline"), out: document.createElementNS(NS, "polyline") };
   for (const [name, el] of Object.entries(lines)) { el.setAttribute("class", name); svg.appendChild(el); }
-  const scale = document.createElementNS(NS, "text");
-  scale.setAttribute("x", "4"); scale.setAttribute("y", "12"); scale.setAttribute("font-size", "11");
-  svg.appendChild(scale);
+  const scale = document.getElementById("throughput-scale");
   const now = document.getElementById("throughput-now");
   const rates = { in: [], out: [] };
   let last = null;
 
   function draw() {
     const top = Math.max(1, ...rates.in, ...rates.out);
-    scale.textContent = Math.round(top) + " msg/s";
+    scale.textContent = "scale: " + Math.round(top) + " msg/s";
     for (const name of ["in", "out"]) {
       const points = rates[name].map((r, i) => {
         const x = (W * (i + KEEP - rates[name].length)) / (KEEP - 1);
-        return x.toFixed(1) + "," + (H - (H - 16) * (r / top)).toFixed(1);
+        return x.toFixed(1) + "," + (H - 2 - (H - 8) * (r / top)).toFixed(1);
       });
       lines[name].setAttribute("points", points.join(" "));
     }
