@@ -24,20 +24,19 @@ from headwater.codec.iggy.commands import encode_request_body
 from headwater.codec.iggy.commands import groups as wg
 from headwater.codec.iggy.commands import offsets as wo
 from headwater.codec.iggy.primitives import Consumer
-from hw_server import ServerProcess, free_port
-from test_metrics_endpoint import wait_for_port
+from test_metrics_endpoint import server  # noqa: F401  (the fixture: a server with its HTTP listener up)
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no chromium executable (Debian: apt-get install chromium)")
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    s = ServerProcess(tmp_path_factory.mktemp("headwater") / "data", free_port(), free_port()).start()
-    wait_for_port(s.http_port)
-    yield s
-    assert s.stop() == 0, s.log()
+
+
+def log_in(page, password: str) -> None:
+    page.fill("input[name=username]", "iggy")
+    page.fill("input[name=password]", password)
+    page.click("button[type=submit]")
 
 
 async def _iggy(server, fn):
@@ -72,13 +71,9 @@ def test_console_login_topic_send_browse_and_lag(server, tmp_path):
             page.goto(f"{base}/")
             expect(page.locator("h1")).to_have_text("Log in")
             page.screenshot(path=str(shots / "login.png"))
-            page.fill("input[name=username]", "iggy")
-            page.fill("input[name=password]", "wrong")
-            page.click("button[type=submit]")
+            log_in(page, "wrong")
             expect(page.locator(".error")).to_contain_text("Invalid username or password")
-            page.fill("input[name=username]", "iggy")
-            page.fill("input[name=password]", "iggy")
-            page.click("button[type=submit]")
+            log_in(page, "iggy")
             expect(page.locator("h1")).to_have_text("Streams")
 
             # create a topic in the stream the SDK made
