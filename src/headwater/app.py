@@ -37,7 +37,7 @@ from .core.errors import BrokerError
 from .core.users import check_password, validate_password, validate_username
 from .frontends import listener as listener_mod
 from .frontends.http.app import build_app as build_http_app
-from .frontends.http.server import HttpListener
+from .frontends.http.server import HttpListener, TlsError, tls_context
 from .frontends.iggy.server import iggy_limits, make_iggy_serve
 from .frontends.kafka.server import kafka_limits, make_kafka_serve
 from .frontends.listener import Listener
@@ -71,6 +71,7 @@ class BoundListener:
     host: str
     port: int
     sockets: list[socket.socket]
+    tls: object = None  # the ssl.SSLContext a TLS listener serves with
 
     def close(self) -> None:
         for sock in self.sockets:
@@ -91,9 +92,9 @@ class App:
         for b in bound:
             if b.name == "iggy-http":
                 coordinator = kafka_frontend.groups.coordinator if kafka_frontend is not None else None
-                http_app = build_http_app(self.broker, cfg.http, data_dir=cfg.system.data_dir,
+                http_app = build_http_app(self.broker, cfg.http, data_dir=cfg.system.data_dir, tcp=cfg.tcp,
                                           extra_routes=operator_routes(self.broker, cfg.http, coordinator))
-                self.listeners.append(HttpListener(b.name, b.host, b.port, http_app, cfg.http, b.sockets))
+                self.listeners.append(HttpListener(b.name, b.host, b.port, http_app, cfg.http, b.sockets, b.tls))
                 continue
             if b.name == "kafka":
                 bound_port = b.sockets[0].getsockname()[1] if b.sockets else None
@@ -183,6 +184,11 @@ def bind_listeners(config: Config, sources: Mapping[str, str] | None = None) -> 
                 raise StartupError(option, f"cannot listen on {address}: {e.strerror or e}") from None
             bound.append(BoundListener(name, option, host, port, sockets))
             _check_overlap(bound, sources or {})
+            if name == "iggy-http":
+                try:  # the certificate is loaded with the bind: a bad one fails before the data dir opens
+                    bound[-1].tls = tls_context(config.http)
+                except TlsError as e:
+                    raise StartupError("http.tls_cert_file", str(e)) from None
     except BaseException:
         for b in bound:
             b.close()

@@ -154,3 +154,27 @@ def test_metrics_endpoint_is_configurable_and_can_be_turned_off(tmp_path):
 def _config(path, body: str):
     path.write_text(f"[http]\n{body}\n")
     return path
+
+
+def test_iggy_over_http_is_timed_per_transport(server):
+    async def go():
+        c = ig.IggyClient.from_connection_string(f"iggy+http://iggy:iggy@127.0.0.1:{server.http_port}")
+        await c.connect()
+        await c.login_user("iggy", "iggy")
+        await c.create_stream("metered-http")
+        await c.create_topic("metered-http", "t", 1)
+        for i in range(3):
+            await c.send_messages("metered-http", "t", 0, [ig.SendMessage(b"h-%d" % i), ig.SendMessage(b"x")])
+        got = await c.poll_messages("metered-http", "t", consumer=ig.Consumer.Single("m"),
+                                    polling_strategy=ig.PollingStrategy.Offset(0), count=10, auto_commit=False,
+                                    partition_id=0)
+        assert len(got) == 6
+
+    asyncio.run(go())
+    f = scrape(server)
+    http = {"protocol": "iggy", "transport": "http"}
+    assert value(f, "headwater_request_duration_seconds_count", request="produce", **http) == 3
+    assert value(f, "headwater_request_duration_seconds_count", request="fetch", **http) == 1
+    labels = {"stream": "metered-http", "topic": "t", "partition": "0"}
+    assert value(f, "headwater_partition_messages_in_total", **labels) == 6
+    assert value(f, "headwater_partition_messages_out_total", **labels) == 6

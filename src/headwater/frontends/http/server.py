@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import ssl
 
 import uvicorn
 
@@ -18,17 +19,34 @@ from ...config import HttpConfig, format_address
 log = logging.getLogger("headwater.http")
 
 
+class TlsError(ValueError):
+    """The ``[http]`` TLS certificate or key cannot be loaded."""
+
+
+def tls_context(config: HttpConfig) -> ssl.SSLContext | None:
+    """The server-side TLS context of ``[http]`` (None when ``tls_enabled`` is off): the PEM
+    certificate chain and key, TLS 1.2 or later. Raises :class:`TlsError`."""
+    if not config.tls_enabled:
+        return None
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    try:
+        ctx.load_cert_chain(config.tls_cert_file, config.tls_key_file)
+    except (OSError, ValueError) as e:  # ssl.SSLError is an OSError
+        raise TlsError(f"cannot load the TLS certificate/key: {getattr(e, 'strerror', None) or e}") from None
+    return ctx
+
+
 class HttpListener:
     """uvicorn's server over pre-bound, not yet listening sockets (it owns them)."""
 
-    def __init__(self, name: str, host: str, port: int, app, config: HttpConfig, sockets: list[socket.socket]):
+    def __init__(self, name: str, host: str, port: int, app, config: HttpConfig, sockets: list[socket.socket],
+                 tls: ssl.SSLContext | None = None):
+        """``tls``: serve HTTPS with this context (from :func:`tls_context`)."""
         self.name = name
         self.host = host
         self.port = port
         self._sockets = sockets
-        ssl_kwargs = {}
-        if config.tls_enabled:
-            ssl_kwargs = {"ssl_certfile": config.tls_cert_file, "ssl_keyfile": config.tls_key_file}
         self._server = uvicorn.Server(
             uvicorn.Config(
                 app,
@@ -39,7 +57,7 @@ class HttpListener:
                 server_header=False,
                 proxy_headers=False,
                 timeout_graceful_shutdown=5,
-                **ssl_kwargs,
+                **({"ssl_context_factory": lambda _config, _default: tls} if tls is not None else {}),
             )
         )
         self._started = False
@@ -49,11 +67,10 @@ class HttpListener:
         return self._sockets[0].getsockname()[1]
 
     async def start(self) -> None:
-        """Listen on the sockets and serve. Raises OSError when ``listen`` fails, ssl.SSLError
-        (an OSError) when the certificate or key cannot be loaded."""
+        """Listen on the sockets and serve. Raises OSError when ``listen`` fails."""
         config = self._server.config
         if not config.loaded:
-            config.load()  # builds the SSL context: a bad certificate or key raises here
+            config.load()
         self._server.lifespan = config.lifespan_class(config)
         await self._server.startup(sockets=self._sockets)
         self._started = True
