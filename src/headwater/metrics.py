@@ -34,10 +34,12 @@ handed to readers (Iggy polls, Kafka fetches before conversion).
 from __future__ import annotations
 
 import threading
+from bisect import bisect_left
 from typing import Callable, Iterable
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Gauge, Histogram, generate_latest
-from prometheus_client.metrics_core import Metric
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Gauge, generate_latest
+from prometheus_client.metrics_core import HistogramMetricFamily, Metric
+from prometheus_client.utils import floatToGoString
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 
@@ -52,31 +54,76 @@ _REQUEST_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 
 _FSYNC_BUCKETS = (0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
                   1.0, 5.0)
 
-REQUEST_SECONDS = Histogram(
+
+
+class _Timings:
+    """A histogram family recorded with one bisect and two additions per observation (prometheus_
+    client's ``Histogram.observe`` takes a lock and costs about 4 µs; this about 0.3 µs), turned
+    into a histogram family at scrape time. Observe on the event loop's thread only."""
+
+    def __init__(self, name: str, documentation: str, labelnames: tuple[str, ...], buckets: tuple[float, ...]):
+        self.name = name
+        self.documentation = documentation
+        self.labelnames = labelnames
+        self.bounds = tuple(sorted(buckets))
+        self._children: dict[tuple[str, ...], _Timing] = {}
+
+    def labels(self, *values: str) -> "_Timing":
+        child = self._children.get(values)
+        if child is None:
+            child = self._children[values] = _Timing(self.bounds)
+        return child
+
+    def collect(self) -> Iterable[Metric]:
+        family = HistogramMetricFamily(self.name, self.documentation, labels=self.labelnames)
+        edges = [floatToGoString(b) for b in self.bounds] + ["+Inf"]
+        for values, child in list(self._children.items()):
+            running, buckets = 0, []
+            for edge, count in zip(edges, child.counts):
+                running += count
+                buckets.append((edge, running))
+            family.add_metric(list(values), buckets, child.sum)
+        yield family
+
+
+class _Timing:
+    __slots__ = ("bounds", "counts", "sum")
+
+    def __init__(self, bounds: tuple[float, ...]):
+        self.bounds = bounds
+        self.counts = [0] * (len(bounds) + 1)  # the last: over every bound (+Inf)
+        self.sum = 0.0
+
+    def observe(self, seconds: float) -> None:
+        self.counts[bisect_left(self.bounds, seconds)] += 1
+        self.sum += seconds
+
+
+REQUEST_SECONDS = _Timings(
     "headwater_request_duration_seconds",
     "Time from a whole request frame to its reply (produce and fetch requests), seconds",
     ("protocol", "transport", "request"),
-    buckets=_REQUEST_BUCKETS,
-    registry=REGISTRY,
+    _REQUEST_BUCKETS,
 )
+REGISTRY.register(REQUEST_SECONDS)  # type: ignore[arg-type]  (a collector needs only collect())
 CONNECTIONS = Gauge(
     "headwater_connections", "Open client connections", ("protocol", "transport"), registry=REGISTRY
 )
-FSYNC_SECONDS = Histogram(
+FSYNC_SECONDS = _Timings(
     "headwater_fsync_duration_seconds",
     "Time spent in fdatasync of partition files, per group-commit round or inline sync, seconds",
     ("kind",),
-    buckets=_FSYNC_BUCKETS,
-    registry=REGISTRY,
+    _FSYNC_BUCKETS,
 )
+REGISTRY.register(FSYNC_SECONDS)  # type: ignore[arg-type]
 
 PRODUCE = "produce"
 FETCH = "fetch"
 
 
-def request_histogram(protocol: str, transport: str, request: str):
-    """The histogram child for one (protocol, transport, request); fetch it once and keep it
-    (``labels()`` is a dict lookup under a lock), then ``observe(seconds)`` per request."""
+def request_histogram(protocol: str, transport: str, request: str) -> _Timing:
+    """The histogram child for one (protocol, transport, request); fetch it once and keep it,
+    then ``observe(seconds)`` per request (on the event loop's thread)."""
     return REQUEST_SECONDS.labels(protocol, transport, request)
 
 

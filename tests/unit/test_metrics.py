@@ -143,3 +143,21 @@ def test_request_histograms_are_per_protocol_transport_and_request():
 def test_process_metrics_are_exposed():
     names = {name for name, _ in scrape()}
     assert "process_cpu_seconds_total" in names and "process_resident_memory_bytes" in names
+
+
+def test_histogram_buckets_are_cumulative_and_inclusive_of_their_bound():
+    h = metrics.request_histogram("bucket-probe", "tcp", metrics.FETCH)
+    for seconds in (0.0025, 0.003, 100.0):
+        h.observe(seconds)
+    got = scrape()
+    key = (("protocol", "bucket-probe"), ("request", "fetch"), ("transport", "tcp"))
+
+    def bucket(le: str) -> float:
+        return got[("headwater_request_duration_seconds_bucket", tuple(sorted(key + (("le", le),))))]
+
+    assert bucket("0.001") == 0
+    assert bucket("0.0025") == 1  # le: a value on the bound is in its bucket
+    assert bucket("0.005") == 2
+    assert bucket("30.0") == 2
+    assert bucket("+Inf") == 3 == got[("headwater_request_duration_seconds_count", key)]
+    assert got[("headwater_request_duration_seconds_sum", key)] == 0.0025 + 0.003 + 100.0
