@@ -24,7 +24,7 @@ from headwater.codec.iggy.commands import encode_request_body
 from headwater.codec.iggy.commands import groups as wg
 from headwater.codec.iggy.commands import offsets as wo
 from headwater.codec.iggy.primitives import Consumer
-from test_metrics_endpoint import server  # noqa: F401  (the fixture: a server with its HTTP listener up)
+from test_metrics_endpoint import logged_in, server  # noqa: F401  (server: the fixture, HTTP listener up)
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
@@ -40,10 +40,7 @@ def log_in(page, password: str) -> None:
 
 
 async def _iggy(server, fn):
-    c = ig.IggyClient(server.iggy_address)
-    await c.connect()
-    await c.login_user("iggy", "iggy")
-    return await fn(c)
+    return await fn(await logged_in(server.iggy_address))
 
 
 def iggy(server, fn):

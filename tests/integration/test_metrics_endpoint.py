@@ -29,6 +29,14 @@ def wait_for_port(port: int, timeout: float = 20.0) -> None:
             time.sleep(0.05)
 
 
+async def logged_in(address: str) -> ig.IggyClient:
+    """An apache-iggy client logged in as the root user (``address``: HOST:PORT or a connection string)."""
+    c = ig.IggyClient.from_connection_string(address) if "://" in address else ig.IggyClient(address)
+    await c.connect()
+    await c.login_user("iggy", "iggy")
+    return c
+
+
 def scrape(server, path: str = "/metrics") -> dict[str, list]:
     """Family name -> its samples."""
     with urllib.request.urlopen(f"http://127.0.0.1:{server.http_port}{path}", timeout=10) as r:
@@ -58,9 +66,7 @@ def test_iggy_counts_match_what_was_sent_and_polled(server):
     payloads = [b"m-%03d" % i for i in range(25)]
 
     async def go():
-        c = ig.IggyClient(server.iggy_address)
-        await c.connect()
-        await c.login_user("iggy", "iggy")
+        c = await logged_in(server.iggy_address)
         await c.create_stream("metered")
         await c.create_topic("metered", "events", 2)
         for i in range(0, 25, 5):  # five batches of five to partition 1
@@ -158,9 +164,7 @@ def _config(path, body: str):
 
 def test_iggy_over_http_is_timed_per_transport(server):
     async def go():
-        c = ig.IggyClient.from_connection_string(f"iggy+http://iggy:iggy@127.0.0.1:{server.http_port}")
-        await c.connect()
-        await c.login_user("iggy", "iggy")
+        c = await logged_in(f"iggy+http://iggy:iggy@127.0.0.1:{server.http_port}")
         await c.create_stream("metered-http")
         await c.create_topic("metered-http", "t", 1)
         for i in range(3):

@@ -85,5 +85,10 @@ def serve(config_path, data_dir, tcp_address, kafka_address, http_address, quic_
         _cannot_start(sources.get("system.data_dir", "system.data_dir"), str(e), 1)
 
 
+from .inspect_cmd import inspect_command  # noqa: E402  (a command of its own module)
+
+main.add_command(inspect_command)
+
+
 if __name__ == "__main__":
     main()
