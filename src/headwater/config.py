@@ -23,6 +23,11 @@ Example file::
     [kafka]
     enabled = false
 
+``[http]`` (Iggy's HTTP REST API, port 3000) has Iggy's ``[http]``, ``[http.cors]``,
+``[http.jwt]`` and ``[http.tls]`` keys flattened with prefixes: ``max_request_size``,
+``cors_*``, ``jwt_*``, ``tls_*``; :class:`HttpConfig` lists them with their defaults.
+CORS lists are comma-separated strings or TOML arrays of strings.
+
 Connection limits (``max_connections``, ``max_connection_buffer_bytes``,
 ``frame_receive_timeout_s``, ``send_stall_timeout_s``, the idle timeouts) are
 the same in ``[tcp]`` and ``[kafka]``; each 0 turns one off. They are enforced
@@ -130,6 +135,8 @@ class HttpConfig:
       (empty: a random secret is generated on first start and kept in
       ``<data_dir>/http_jwt_secret``, so tokens survive a restart).
     - ``tls_enabled``, ``tls_cert_file``, ``tls_key_file`` (PEM): serve HTTPS instead.
+    - ``request_timeout_s`` (Headwater's own; 0 turns it off): a connection still receiving
+      one request (headers or body) this long after it began is closed.
     """
 
     enabled: bool = True
@@ -152,6 +159,7 @@ class HttpConfig:
     tls_enabled: bool = False
     tls_cert_file: str = ""
     tls_key_file: str = ""
+    request_timeout_s: float = 60.0
     # Prometheus text exposition (Iggy's [http.metrics] enabled / endpoint); no login needed, as in Iggy
     metrics_enabled: bool = True
     metrics_endpoint: str = "/metrics"

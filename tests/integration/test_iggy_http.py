@@ -313,11 +313,37 @@ def test_bad_json_and_unknown_fields(http_port, root):
     assert request(http_port, "GET", "/ping")[2] == b"pong"  # still serving
 
 
+def _raw_exchange(port: int, data: bytes) -> bytes:
+    """Send ``data`` on a fresh connection and read until the server closes it."""
+    with socket.create_connection(("127.0.0.1", port), timeout=20) as sock:
+        sock.sendall(data)
+        out = b""
+        while chunk := sock.recv(65536):
+            out += chunk
+        return out
+
+
 def test_huge_body_is_refused_with_413(http_port, root):
-    big = b"{" + b" " * 3_000_000 + b"}"  # over the default max_request_size (2 MB)
-    status, headers, raw = request(http_port, "POST", "/streams", big, root, {"Content-Type": "application/json"})
-    assert status == 413 and headers.get("connection") == "close"
-    assert json.loads(raw)["id"] == 4
+    # the declared length is over the default max_request_size (2 MB): refused before the body
+    # is read (only its first bytes are sent, so the refusal never races a client still sending)
+    head = (f"POST /streams HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {root}\r\n"
+            "Content-Type: application/json\r\nContent-Length: 3000000\r\n\r\n").encode()
+    reply = _raw_exchange(http_port, head + b"{" + b" " * 1000)
+    status_line, _, rest = reply.partition(b"\r\n")
+    assert status_line.split()[:2] == [b"HTTP/1.1", b"413"], reply[:200]
+    headers, _, body = rest.partition(b"\r\n\r\n")
+    assert b"connection: close" in headers.lower()
+    assert json.loads(body)["id"] == 4
+    # a chunked body (no declared length) is counted as it arrives
+    chunk = b" " * 1_000_000
+    chunked = (f"POST /streams HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {root}\r\n"
+               "Transfer-Encoding: chunked\r\n\r\n").encode() + b"{"
+    piece = f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n"
+    try:
+        reply = _raw_exchange(http_port, b"".join([chunked.replace(b"{", b"1\r\n{\r\n")] + [piece] * 3))
+        assert reply.startswith(b"HTTP/1.1 413"), reply[:200]
+    except (BrokenPipeError, ConnectionResetError):
+        pass  # refused while the rest was still in flight: the connection was closed as it should be
     assert request(http_port, "GET", "/ping")[2] == b"pong"
 
 
@@ -411,3 +437,32 @@ def test_unloadable_tls_key_is_a_one_line_start_error(tmp_path):
     assert p.returncode != 0 and len(lines) == 1, p.stderr
     assert lines[0].startswith("headwater: cannot start: HEADWATER_HTTP_TLS_CERT_FILE: cannot load the TLS certificate/key"), lines
     assert not (tmp_path / "data").exists()  # refused with the bind (step 3), before the data directory
+
+
+def test_stalled_requests_are_closed_and_others_served(tmp_path):
+    """``[http] request_timeout_s``: a connection that sends nothing, half its headers or half
+    its body is closed after the timeout; requests of other clients are served meanwhile."""
+    from hw_server import ServerProcess, free_port
+
+    s = ServerProcess(tmp_path / "data", free_port(), free_port()).start(env={"HEADWATER_HTTP_REQUEST_TIMEOUT_S": "1"})
+    try:
+        wait_http(s.http_port)
+        token = login(s.http_port)["access_token"]["token"]
+        stalls = [b"", b"GET /streams HTTP/1.1\r\nHost: x\r\n",
+                  b"POST /streams HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + token.encode()
+                  + b"\r\nContent-Length: 50\r\n\r\n{\"name\""]
+        socks = []
+        for data in stalls:
+            sock = socket.create_connection(("127.0.0.1", s.http_port), timeout=30)
+            if data:
+                sock.sendall(data)
+            socks.append(sock)
+        call(s.http_port, "GET", "/streams", token=token)
+        for sock in socks:  # each is closed by the server (recv returns EOF) well before the 30 s socket timeout
+            assert sock.recv(1024) == b""
+            sock.close()
+        call(s.http_port, "GET", "/streams", token=token)
+        assert 'reason="request timeout" count=3' in s.log()
+        assert "Traceback" not in s.log()
+    finally:
+        assert s.stop() == 0

@@ -218,3 +218,38 @@ def test_tcp_listeners_on_one_port_are_refused_and_quic_may_share_a_port_number(
     assert e.option == "HEADWATER_WEBSOCKET_ADDRESS" and "http listener" in e.problem
     cfg = load(env={"HEADWATER_QUIC_ADDRESS": "127.0.0.1:8090"})
     assert cfg.quic.address == "127.0.0.1:8090"
+
+
+# --------------------------------------------------------------------------- [http]
+
+
+def test_http_cors_lists_from_a_toml_array_or_a_string(tmp_path):
+    f = tmp_path / "c.toml"
+    f.write_text('[http]\ncors_allowed_methods = ["get", "POST"]\ncors_allowed_origins = "https://a.example, https://b.example"\n')
+    cfg = load(str(f), env={})
+    assert cfg.http.cors_allowed_methods == "get,POST"
+    assert cfg.http.cors_allowed_origins == "https://a.example, https://b.example"
+
+
+@pytest.mark.parametrize("env,option,words", [
+    ({"HEADWATER_HTTP_CORS_ALLOWED_METHODS": "GET,FETCH"}, "HEADWATER_HTTP_CORS_ALLOWED_METHODS", ["'FETCH'"]),
+    ({"HEADWATER_HTTP_CORS_ALLOWED_ORIGINS": "https://a.example,*"}, "HEADWATER_HTTP_CORS_ALLOWED_ORIGINS", ["first origin"]),
+    ({"HEADWATER_HTTP_CORS_ALLOW_CREDENTIALS": "true"}, "HEADWATER_HTTP_CORS_ALLOW_CREDENTIALS", ["wildcard", "allowed_origins"]),
+    ({"HEADWATER_HTTP_JWT_ALGORITHM": "RS256"}, "HEADWATER_HTTP_JWT_ALGORITHM", ["HS256"]),
+    ({"HEADWATER_HTTP_JWT_ACCESS_TOKEN_EXPIRY_S": "0"}, "HEADWATER_HTTP_JWT_ACCESS_TOKEN_EXPIRY_S", ["minimum"]),
+    ({"HEADWATER_HTTP_MAX_REQUEST_SIZE": "0"}, "HEADWATER_HTTP_MAX_REQUEST_SIZE", ["minimum"]),
+    ({"HEADWATER_HTTP_TLS_ENABLED": "true"}, "HEADWATER_HTTP_TLS_ENABLED", ["tls_cert_file"]),
+    ({"HEADWATER_HTTP_TLS_ENABLED": "true", "HEADWATER_HTTP_TLS_CERT_FILE": "/nonexistent.pem",
+      "HEADWATER_HTTP_TLS_KEY_FILE": "/nonexistent.key"}, "HEADWATER_HTTP_TLS_CERT_FILE", ["not a file"]),
+])
+def test_bad_http_settings_are_refused(env, option, words):
+    e = refused(env=env)
+    assert e.option == option
+    for w in words:
+        assert w in e.problem
+
+
+def test_http_credentials_with_explicit_origins_are_accepted():
+    cfg = load(env={"HEADWATER_HTTP_CORS_ALLOW_CREDENTIALS": "true",
+                    "HEADWATER_HTTP_CORS_ALLOWED_ORIGINS": "https://app.example"})
+    assert cfg.http.cors_allow_credentials and cfg.http.jwt_algorithm == "HS256"

@@ -340,7 +340,7 @@ PARTITIONING = Enc("partitioning", _dump_partitioning, _load_partitioning)
 
 # --------------------------------------------------------------------------- the table
 
-BODY, PATH, QUERY, FLAT = "body", "path", "query", "flat"
+BODY, PATH, QUERY = "body", "path", "query"
 _MISSING: Any = type("_Missing", (), {"__repr__": lambda self: "MISSING"})()
 
 
@@ -348,8 +348,9 @@ _MISSING: Any = type("_Missing", (), {"__repr__": lambda self: "MISSING"})()
 class F:
     """One field: dataclass attribute ``attr`` as JSON ``json`` (default: the same name) with
     encoding ``enc``, read from ``source`` in a request. ``compute`` derives a reply-only
-    field from the object (``attr`` None). ``flatten`` splices a sub-object's fields in
-    (Iggy's ``#[serde(flatten)]``) via ``split``/``join``."""
+    field from the object (``attr`` None). Two fields may share an ``attr`` (a consumer or
+    polling strategy flattened into the query, Iggy's ``#[serde(flatten)]``): :func:`load`
+    joins them."""
 
     attr: str | None
     enc: Enc
@@ -371,6 +372,9 @@ class Shape:
     cls: type
     fields: tuple[F, ...]
     fold: Mapping[str, tuple[str, int, Enc, Any]] = field(default_factory=dict)
+    composite: Mapping[str, tuple[Callable[..., Any], Callable[[Any], tuple]]] = field(default_factory=dict)
+    """``attr -> (join, split)`` for an attribute spread over several JSON fields: ``join(*values)``
+    builds it from its fields' values in table order, ``split(value)`` gives them back."""
 
 
 def _p(attr: str, enc: Enc = IDENTIFIER) -> F:
@@ -392,8 +396,15 @@ _STRATEGY_VALUE = F("strategy", U64, json="value", source=QUERY, default=0)
 SHAPES: dict[type, Shape] = {}
 
 
-def _shape(cls: type, *fields: F, fold: Mapping | None = None) -> None:
-    SHAPES[cls] = Shape(cls, fields, fold or {})
+def _shape(cls: type, *fields: F, fold: Mapping | None = None, composite: Mapping | None = None) -> None:
+    SHAPES[cls] = Shape(cls, fields, fold or {}, composite or {})
+
+
+_SINGLE_CONSUMER = {"consumer": (lambda ident: Consumer(ConsumerKind.CONSUMER, ident), lambda c: (c.id,))}
+_POLL_COMPOSITE = {
+    **_SINGLE_CONSUMER,
+    "strategy": (lambda kind, value: PollingStrategy(PollingKind(kind), value), lambda p: (int(p.kind), p.value)),
+}
 
 
 # ---- requests
@@ -429,6 +440,7 @@ _shape(
     _p("stream_id"),
     _p("topic_id"),
     F("partition_id", optional(U32), source=QUERY, default=None),
+    composite=_SINGLE_CONSUMER,
 )
 _shape(
     offsets.StoreConsumerOffset,
@@ -437,6 +449,7 @@ _shape(
     _p("topic_id"),
     F("partition_id", optional(U32), default=None),
     F("offset", U64),
+    composite=_SINGLE_CONSUMER,
 )
 _shape(
     offsets.DeleteConsumerOffset,
@@ -444,6 +457,7 @@ _shape(
     _p("stream_id"),
     _p("topic_id"),
     F("partition_id", optional(U32), source=QUERY, default=None),
+    composite=_SINGLE_CONSUMER,
 )
 _shape(
     messages.PollMessages,
@@ -455,6 +469,7 @@ _shape(
     _STRATEGY_VALUE,
     F("count", U32, source=QUERY, default=10),
     F("auto_commit", BOOL, source=QUERY, default=False),
+    composite=_POLL_COMPOSITE,
 )
 _shape(messages.FlushUnsavedBuffer, _p("stream_id"), _p("topic_id"), _p("partition_id", U32), _p("fsync", BOOL))
 _shape(
@@ -690,13 +705,7 @@ def load(
         else:
             raise InvalidJson(f"missing field {f.key!r}", f.key)
         values.setdefault(f.attr, []).append(value)
-    kwargs = {attr: vs[0] for attr, vs in values.items()}
-    # the flattened composites (Iggy's #[serde(flatten)])
-    if cls is messages.PollMessages or cls in (offsets.GetConsumerOffset, offsets.StoreConsumerOffset, offsets.DeleteConsumerOffset):
-        kwargs["consumer"] = Consumer(ConsumerKind.CONSUMER, kwargs["consumer"])
-    if cls is messages.PollMessages:
-        kind, value = values["strategy"]
-        kwargs["strategy"] = PollingStrategy(PollingKind(kind), value)
+    kwargs = {attr: shape.composite[attr][0](*vs) if attr in shape.composite else vs[0] for attr, vs in values.items()}
     if shape.fold:
         kwargs["options"] = _fold(shape, body or {}, kwargs.get("options", b""))
     return cls(**kwargs)
@@ -860,14 +869,11 @@ def unload(obj: Any) -> tuple[dict[str, Any], dict[str, str], dict[str, str]]:
     sends, the inverse of :func:`load` (tests and clients)."""
     shape = SHAPES[type(obj)]
     parts: dict[str, dict[str, Any]] = {BODY: {}, PATH: {}, QUERY: {}}
+    spread = {attr: list(split(getattr(obj, attr))) for attr, (_, split) in shape.composite.items()}
     for f in shape.fields:
         if f.attr is None:
             continue
-        value = getattr(obj, f.attr)
-        if isinstance(value, Consumer):
-            value = value.id
-        elif isinstance(value, PollingStrategy):
-            value = int(value.kind) if f.key == "kind" else value.value
+        value = spread[f.attr].pop(0) if f.attr in spread else getattr(obj, f.attr)
         encoded = f.enc.dump(value)
         if f.source == BODY:
             parts[BODY][f.key] = encoded

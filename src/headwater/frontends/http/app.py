@@ -24,7 +24,7 @@ from typing import Callable, Iterable, Sequence
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 
@@ -186,6 +186,8 @@ class BodyLimit:
         except _TooLarge:
             if not started:
                 await self._refuse(scope, receive, send)
+        except ClientDisconnect:
+            pass  # the client went (or was closed for a request timeout): nobody to answer
 
     async def _refuse(self, scope, receive, send):
         response = error_response(

@@ -47,7 +47,6 @@ import inspect
 import json as stdjson
 import time
 from dataclasses import dataclass
-from types import SimpleNamespace
 from typing import Any
 
 from starlette.requests import Request
@@ -66,7 +65,7 @@ from ...core.broker import Client
 from ...core.users import USER_ACTIVE
 from ..iggy import handlers  # noqa: F401  (registers every handler)
 from ..iggy.registry import HANDLERS, Context
-from .errors import NOT_FOUND_BODY, error_response, response_for
+from .errors import NOT_FOUND_BODY, response_for
 
 C = Command
 HTTP_CLIENT_ID = 0  # stateless: never in the client table, never a group member

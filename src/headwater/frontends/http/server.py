@@ -12,6 +12,9 @@ import logging
 import socket
 import ssl
 
+import time
+
+import h11
 import uvicorn
 
 from ...config import HttpConfig, format_address
@@ -56,11 +59,15 @@ class HttpListener:
                 access_log=False,
                 server_header=False,
                 proxy_headers=False,
+                http="h11",
                 timeout_graceful_shutdown=5,
                 **({"ssl_context_factory": lambda _config, _default: tls} if tls is not None else {}),
             )
         )
         self._started = False
+        self._request_timeout_s = config.request_timeout_s
+        self._waiting: dict[object, tuple[object, float]] = {}
+        self._sweeper: asyncio.Task | None = None
 
     @property
     def bound_port(self) -> int:
@@ -74,14 +81,54 @@ class HttpListener:
         self._server.lifespan = config.lifespan_class(config)
         await self._server.startup(sockets=self._sockets)
         self._started = True
+        if self._request_timeout_s > 0:
+            self._sweeper = asyncio.create_task(self._sweep_loop(min(1.0, self._request_timeout_s / 4)))
         scheme = "https" if self._server.config.ssl is not None else "http"
         log.info(
             "listening",
             extra={"kv": {"listener": self.name, "address": format_address(self.host, self.bound_port), "scheme": scheme}},
         )
 
+    async def _sweep_loop(self, interval: float) -> None:
+        while True:
+            await asyncio.sleep(interval)
+            self.sweep(time.monotonic())
+
+    def sweep(self, now: float) -> int:
+        """Close the connections that have been receiving one request (its headers or its
+        body; a new connection counts from its first byte or its accept) for longer than
+        ``[http] request_timeout_s``, so slow or silent clients cannot hold connections
+        forever (uvicorn times out only idle keep-alive connections). Returns how many."""
+        waiting: dict[object, tuple[object, float]] = {}
+        closed = 0
+        for proto in list(self._server.server_state.connections):
+            conn = getattr(proto, "conn", None)
+            if conn is None or proto.transport.is_closing():
+                continue
+            cycle = getattr(proto, "cycle", None)
+            receiving = conn.their_state is h11.SEND_BODY or (
+                conn.their_state is h11.IDLE and (cycle is None or len(conn.trailing_data[0]) > 0)
+            )
+            if not receiving:
+                continue
+            marker = (conn.their_state, id(cycle), len(conn.trailing_data[0]))
+            previous = self._waiting.get(proto)
+            since = previous[1] if previous is not None and previous[0][:2] == marker[:2] else now
+            if now - since > self._request_timeout_s:
+                proto.transport.close()
+                closed += 1
+                continue
+            waiting[proto] = (marker, since)
+        self._waiting = waiting
+        if closed:
+            log.info("connections closed", extra={"kv": {"listener": self.name, "reason": "request timeout",
+                                                         "count": closed, "after_s": self._request_timeout_s}})
+        return closed
+
     async def stop(self, deadline_s: float = 5.0) -> None:
         """Stop accepting, let in-flight requests finish (up to ``deadline_s``), close."""
+        if self._sweeper is not None:
+            self._sweeper.cancel()
         if not self._started:
             for sock in self._sockets:
                 sock.close()
