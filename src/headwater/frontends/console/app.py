@@ -150,8 +150,11 @@ def build_console(broker: Broker, coordinator: GroupCoordinator | None = None, *
             user = await loop.run_in_executor(None, broker.users.authenticate, username, password)
         except errors.BrokerError:
             return c.page(request, "login.html", None, 401, error="Invalid username or password.")
+        now = time.monotonic()
+        for old in [k for k, s in c.sessions.items() if s.expires < now]:  # forget expired sessions
+            del c.sessions[old]
         sid = secrets.token_urlsafe(32)
-        c.sessions[sid] = _Session(user.id, time.monotonic() + SESSION_TTL_S)
+        c.sessions[sid] = _Session(user.id, now + SESSION_TTL_S)
         base = request.scope.get("root_path", "")
         response = RedirectResponse(f"{base}/", status_code=303)
         response.set_cookie(COOKIE, sid, max_age=SESSION_TTL_S, path=base or "/", httponly=True, samesite="strict")
