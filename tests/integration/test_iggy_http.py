@@ -213,6 +213,8 @@ def test_segments_clients_and_cluster_over_http(http_port, root):
     assert isinstance(call(http_port, "GET", "/clients", token=root), list)
     missing = call(http_port, "GET", "/clients/999999", token=root, expect=404)
     assert missing["code"] == "not_found"
+    flush = call(http_port, "GET", "/streams/h-seg/topics/t/messages/flush/0/fsync=true", token=root, expect=400)
+    assert flush["code"] == "feature_unavailable"
     meta = call(http_port, "GET", "/cluster/metadata", token=root)
     assert meta["nodes"][0]["role"] == "leader"
 

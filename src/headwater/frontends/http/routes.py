@@ -29,6 +29,7 @@ GET/POST  /streams/{s}/topics/{t}/consumer-groups ; GET/DELETE .../{group_id}  2
 GET/PUT   /streams/{s}/topics/{t}/consumer-offsets  (GET: query)               200/204 Get/StoreConsumerOffset
 DELETE    /streams/{s}/topics/{t}/consumer-offsets/{consumer_id}               204     DeleteConsumerOffset
 GET/POST  /streams/{s}/topics/{t}/messages  (GET: query)                       200/201 Poll/SendMessages
+GET       /streams/{s}/topics/{t}/messages/flush/{p}/fsync={fsync}             400     FlushUnsavedBuffer (5)
 ========  ===================================================================  ======  ====================
 
 Authentication routes (``/users/login``, ``/users/refresh-token``, ``/users/logout``,
@@ -125,6 +126,10 @@ APIS: tuple[Api, ...] = (
     Api("DELETE", _T + "/consumer-offsets/{consumer_id}", C.DELETE_CONSUMER_OFFSET, summary="Delete a stored offset"),
     Api("GET", _T + "/messages", C.POLL_MESSAGES, "json", 200, "Poll messages"),
     Api("POST", _T + "/messages", C.SEND_MESSAGES, "json", 201, "Send messages"),
+    # the SDK's flush route (Iggy's current router does not serve it); the TCP handler answers
+    # FeatureUnavailable (5), so this is 400 with that code instead of a bare 404
+    Api("GET", _T + "/messages/flush/{partition_id}/fsync={fsync}", C.FLUSH_UNSAVED_BUFFER, status=200,
+        summary="Flush a partition's unsaved buffer (FeatureUnavailable: use enforce_fsync)"),
 )
 
 
