@@ -95,12 +95,15 @@ class Server:
         return self.proc is not None and self.proc.poll() is None
 
     def start(self, timeout: float = 30.0) -> float:
-        """Start and wait until both listeners accept; returns the seconds that took."""
+        """Start and wait until both listeners accept and the start-up line (``headwater started``,
+        logged once every listener serves, the HTTP one last) is in the log; returns the seconds
+        that took."""
         assert self.proc is None, "already running"
         self.data_dir.parent.mkdir(parents=True, exist_ok=True)
         env = {k: v for k, v in os.environ.items() if not k.startswith("HEADWATER_")}
         env.update(self.env)
         started = time.monotonic()
+        log_start = self.log_path.stat().st_size if self.log_path.exists() else 0  # the log is appended to
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "headwater", "serve", "--data-dir", str(self.data_dir),
@@ -115,11 +118,17 @@ class Server:
                 rc = self.proc.returncode
                 self.proc = None
                 raise RuntimeError(f"server exited with {rc} while starting; log: {self.log_path}")
+            if not pending:
+                with open(self.log_path, "rb") as log:
+                    log.seek(log_start)
+                    this_start = log.read()
+                if b"headwater started" in this_start:
+                    return time.monotonic() - started
+                time.sleep(0.05)
+                continue
             try:
                 with socket.create_connection(("127.0.0.1", pending[0]), timeout=0.2):
                     pending.pop(0)
-                    if not pending:
-                        return time.monotonic() - started
             except OSError:
                 time.sleep(0.05)
         self.kill()

@@ -49,6 +49,7 @@ from .frontends.iggy.server import IggyFrontend, iggy_limits
 from .frontends.iggy.websocket import make_websocket_serve
 from .frontends.kafka.server import kafka_limits, make_kafka_serve
 from .frontends.listener import Listener
+from .frontends.operator import operator_routes
 from .storage.api import EngineLock, StorageError, lock_engine, open_engine
 
 log = logging.getLogger("headwater.app")
@@ -91,6 +92,7 @@ class App:
     broker: Broker
     listeners: list[Listener | HttpListener] = field(default_factory=list)
     _jobs: list[asyncio.Task] = field(default_factory=list)
+    _kafka: object = None  # the Kafka front-end, once its listener is made
 
     async def start(self, bound: list[BoundListener]) -> None:
         """Serve the already-bound listeners (their Listener owns the sockets from now on).
@@ -98,8 +100,11 @@ class App:
         cfg = self.config
         data_dir = cfg.system.data_dir
         iggy = IggyFrontend(self.broker, cfg.tcp, data_dir)
-        for b in bound:
-            self.listeners.append(self._listener(b, iggy))
+        made = {b.name: self._listener(b, iggy) for b in bound if b.name != "iggy-http"}
+        for b in bound:  # the HTTP app last: the console shows the Kafka front-end's groups
+            if b.name == "iggy-http":
+                made[b.name] = self._http_listener(b)
+        self.listeners.extend(made[b.name] for b in bound)
         for b, listener in zip(bound, self.listeners):
             try:
                 await listener.start()
@@ -128,21 +133,28 @@ class App:
             counts[listener.transport] = counts.get(listener.transport, 0) + listener.connection_count
         return counts
 
+    def _http_listener(self, b: BoundListener) -> HttpListener:
+        """Iggy's REST API, with ``/metrics`` and ``/console`` (frontends/operator.py) on it."""
+        cfg = self.config
+        coordinator = self._kafka.groups.coordinator if self._kafka is not None else None
+        http_app = build_http_app(self.broker, cfg.http, data_dir=cfg.system.data_dir, tcp=cfg.tcp,
+                                  extra_routes=operator_routes(self.broker, cfg.http, coordinator))
+        return HttpListener(b.name, b.host, b.port, http_app, cfg.http, b.sockets, b.tls)
+
     def _listener(self, b: BoundListener, iggy: IggyFrontend):
         """The listener serving ``b``'s sockets (TLS contexts built here: a self-signed pair
         is written into the data directory, open by now). Raises StartupError."""
         cfg = self.config
         data_dir = cfg.system.data_dir
         try:
-            if b.name == "iggy-http":
-                http_app = build_http_app(self.broker, cfg.http, data_dir=data_dir, tcp=cfg.tcp)
-                return HttpListener(b.name, b.host, b.port, http_app, cfg.http, b.sockets, b.tls)
             if b.name == "kafka":
                 bound_port = b.sockets[0].getsockname()[1] if b.sockets else None
                 k = cfg.kafka
                 ctx = tls.server_context(k.tls_cert_file, k.tls_key_file, data_dir, "kafka.tls_cert_file") if k.tls_enabled else None
-                return Listener(b.name, b.host, b.port, make_kafka_serve(self.broker, k, bound_port),
-                                limits=kafka_limits(k), sockets=b.sockets, ssl=ctx, transport="kafka-ssl" if ctx else "kafka")
+                serve = make_kafka_serve(self.broker, k, bound_port)
+                self._kafka = serve.__self__  # its group coordinator, for the console
+                return Listener(b.name, b.host, b.port, serve, limits=kafka_limits(k), sockets=b.sockets, ssl=ctx,
+                                protocol="kafka", transport="kafka-ssl" if ctx else "kafka")
             if b.name == "iggy-quic":
                 q = cfg.quic
                 cert, key = tls.cert_pair(q.cert_file, q.key_file, data_dir, "quic.cert_file")
@@ -155,11 +167,11 @@ class App:
                 w = cfg.websocket
                 ctx = tls.server_context(w.tls_cert_file, w.tls_key_file, data_dir, "websocket.tls_cert_file") if w.tls_enabled else None
                 return Listener(b.name, b.host, b.port, make_websocket_serve(iggy), limits=iggy_limits(cfg.tcp),
-                                sockets=b.sockets, ssl=ctx, transport="wss" if ctx else "websocket")
+                                sockets=b.sockets, ssl=ctx, protocol="iggy", transport="wss" if ctx else "websocket")
             t = cfg.tcp
             ctx = tls.server_context(t.tls_cert_file, t.tls_key_file, data_dir, "tcp.tls_cert_file") if t.tls_enabled else None
             return Listener(b.name, b.host, b.port, iggy.serve, limits=iggy_limits(t), sockets=b.sockets, ssl=ctx,
-                            transport="tls-tcp" if ctx else "tcp")
+                            protocol="iggy", transport="tls-tcp" if ctx else "tcp")
         except tls.TlsConfigError as e:
             raise StartupError(e.option, e.problem, bad_value=True) from None
 

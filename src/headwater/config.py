@@ -189,6 +189,11 @@ class HttpConfig:
     tls_cert_file: str = ""
     tls_key_file: str = ""
     request_timeout_s: float = 60.0
+    # Prometheus text exposition (Iggy's [http.metrics] enabled / endpoint); no login needed, as in Iggy
+    metrics_enabled: bool = True
+    metrics_endpoint: str = "/metrics"
+    # the web console at /console (Iggy users log in)
+    console_enabled: bool = True
 
 
 @dataclass(frozen=True)
@@ -434,6 +439,12 @@ def _check_listeners(cfg: Config, sources: Mapping[str, str]) -> None:
                     f"({sources.get(f'{other}.address', f'{other}.address')}): give each listener its own port",
                 )
         seen.append((name, host, port))
+    endpoint = cfg.http.metrics_endpoint
+    if not endpoint.startswith("/") or endpoint.rstrip("/") in ("", "/console") or endpoint.startswith("/console/"):
+        raise ConfigError(
+            sources.get("http.metrics_endpoint", "http.metrics_endpoint"),
+            f"{endpoint!r} is not a path of its own: give a path such as /metrics (not / or under /console)",
+        )
 
 
 def _check_http(http: HttpConfig, sources: Mapping[str, str]) -> None:

@@ -27,6 +27,7 @@ from . import errors
 from .catalog import Catalog, Stream, Topic, next_id, validate_name
 from .groups.assigned import AssignedGroup
 from .offsets import CONSUMER, GROUP, Committed, OffsetStore
+from . import metrics_source
 from .partition import Appended, Partition, RefusingLog
 from .acls import AclStore, Authorizer
 from .permissions import Permissions
@@ -96,6 +97,7 @@ class Broker:
         self._compacted_last = (-1, -1, -1)  # the log cleaner's round-robin position
         self.started_at_us = clock()
         self._load()
+        self._metrics_key = metrics_source.register(self)
 
     # ------------------------------------------------------------------ loading
     def _load(self) -> None:
@@ -219,6 +221,7 @@ class Broker:
         self._meta.put(f"topic/{topic.stream_id}/{topic.id}", topic.to_dict())
 
     def close(self) -> None:
+        metrics_source.unregister(self._metrics_key)
         for s in self.catalog.streams.values():
             for t in s.topics.values():
                 for p in t.partitions.values():

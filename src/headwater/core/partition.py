@@ -75,7 +75,8 @@ class RefusingLog:
 
 
 class Partition:
-    __slots__ = ("stream_id", "topic_id", "id", "created_at_us", "log", "start_floor", "_last_ts", "_listeners")
+    __slots__ = ("stream_id", "topic_id", "id", "created_at_us", "log", "start_floor", "_last_ts", "_listeners",
+                 "messages_in", "bytes_in", "messages_out", "bytes_out")
 
     def __init__(self, stream_id: int, topic_id: int, partition_id: int, created_at_us: int, log: PartitionLog):
         self.stream_id = stream_id
@@ -86,6 +87,8 @@ class Partition:
         self.start_floor = 0  # logical log start (Kafka DeleteRecords); storage drops whole segments only
         self._last_ts = max((s.max_timestamp_us for s in log.segments()), default=0)
         self._listeners: list[Callable[["Partition"], None]] = []
+        # metrics (core.metrics_source reads them at scrape time): added to once per batch
+        self.messages_in = self.bytes_in = self.messages_out = self.bytes_out = 0
 
     @property
     def fenced(self) -> str | None:
@@ -140,6 +143,8 @@ class Partition:
             count = batch_codec.verify_and_stamp(batch, self.id, base_offset, ts).message_count
         durable = self.log.append(batch)
         self._last_ts = ts
+        self.messages_in += count
+        self.bytes_in += len(batch)
         for listener in list(self._listeners):
             listener(self)
         return Appended(base_offset, count, durable)
@@ -160,7 +165,9 @@ class Partition:
             listener(self)
 
     # --- reads ---
-    def read(self, start_offset: int, count: int, max_bytes: int = 1 << 62) -> tuple[list[bytes | memoryview], int]:
+    def read(
+        self, start_offset: int, count: int, max_bytes: int = 1 << 62, *, metered: bool = True
+    ) -> tuple[list[bytes | memoryview], int]:
         """Up to ``count`` messages at offsets >= ``start_offset``, as batches sliced at the edges.
 
         Returns (batches, messages). Offsets below the log start begin at the
@@ -168,7 +175,8 @@ class Partition:
         messages, not offsets, so a read across gaps still returns up to
         ``count`` messages (their offsets are ``base_offset + offset_delta``).
         Raises CorruptData when storage refuses a damaged segment or the
-        partition is fenced.
+        partition is fenced. ``metered``: count the read in ``messages_out`` /
+        ``bytes_out`` (False for reads that are not consumers', e.g. the console's).
         """
         if type(self.log) is RefusingLog:
             self.log.read(start_offset, count, max_bytes)
@@ -183,6 +191,7 @@ class Partition:
             raise errors.CorruptData(str(e)) from e
         out: list[bytes | memoryview] = []
         total = 0
+        size = 0
         for b in stored:
             if total >= count:
                 break
@@ -198,6 +207,10 @@ class Partition:
             hi = min(n, lo + count - total)
             out.append(b if lo == 0 and hi == n else batch_codec.slice_batch(b, lo, hi))
             total += hi - lo
+            size += len(out[-1])
+        if metered:
+            self.messages_out += total
+            self.bytes_out += size
         return out, total
 
     def next_offset_after(self, batches: list[bytes | memoryview], start_offset: int) -> int:

@@ -52,6 +52,7 @@ import time
 from dataclasses import dataclass
 from typing import Awaitable, Callable
 
+from .. import metrics
 from ..config import format_address
 
 log = logging.getLogger("headwater.listener")
@@ -230,17 +231,18 @@ def bind(host: str, port: int) -> list[socket.socket]:
 class Listener:
     def __init__(self, name: str, host: str, port: int, serve: Serve, *, limit: int = 1 << 20,
                  limits: Limits | None = None, sockets: list[socket.socket] | None = None,
-                 ssl: "ssl_mod.SSLContext | None" = None, transport: str = "tcp"):
+                 ssl: "ssl_mod.SSLContext | None" = None, protocol: str = "", transport: str = "tcp"):
         """``limits``: see the module doc (None: every limit off). ``sockets``: already
         bound by :func:`bind` (the listener owns them from now on; :meth:`start` listens
         on them); None: :meth:`start` binds ``host:port`` itself. ``ssl``: serve TLS (the
         handshake must finish within ``frame_receive_timeout_s``, else 60 s; a failed one
-        closes that connection before ``serve`` sees it). ``transport``: what the listener
-        serves, for logs and per-transport connection counts ("tcp", "tls-tcp",
-        "websocket", "wss", "kafka", "kafka-ssl"...)."""
+        closes that connection before ``serve`` sees it). ``protocol`` ("iggy", "kafka";
+        default ``name``) and ``transport`` ("tcp", "tls-tcp", "websocket", "wss", "kafka",
+        "kafka-ssl"...): for logs and the labels of its ``headwater_connections`` gauge."""
         self.name = name
         self.transport = transport
         self._ssl = ssl
+        self._connections = metrics.connections_gauge(protocol or name, transport)
         self.host = host
         self.port = port
         self._serve = serve
@@ -311,6 +313,7 @@ class Listener:
             return
         conn = Connection(peer, self.closing, writer, limits.max_buffer_bytes)
         self._tasks[task] = conn
+        self._connections.inc()
         if limits.max_buffer_bytes:
             writer.transport.set_write_buffer_limits(high=limits.max_buffer_bytes)
         sock = writer.get_extra_info("socket")
@@ -331,6 +334,7 @@ class Listener:
             log.exception("connection failed", extra={"kv": {"listener": self.name}})
         finally:
             self._tasks.pop(task, None)
+            self._connections.dec()
             try:
                 if conn.phase == SENDING or conn.phase == CLOSING:
                     writer.transport.abort()  # what is queued would never leave

@@ -54,6 +54,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from ... import metrics
 from ...codec import batch as batch_codec
 from ...codec.errors import CodecError
 from ...codec.iggy import json as ij
@@ -174,11 +175,22 @@ def authenticated_context(request: Request) -> Context:
     return ctx
 
 
+# request latency histograms (headwater.metrics): the handler's run, produce and fetch only
+_TIMED = {
+    int(Command.SEND_MESSAGES): metrics.request_histogram("iggy", "http", metrics.PRODUCE),
+    int(Command.POLL_MESSAGES): metrics.request_histogram("iggy", "http", metrics.FETCH),
+}
+
+
 async def run(ctx: Context, command: Command, req: Any) -> Any:
     """Run ``command``'s TCP handler; returns its reply payload (bytes or buffer list)."""
+    t0 = time.perf_counter()
     result = HANDLERS[int(command)](ctx, req)
     if inspect.isawaitable(result):
         result = await result
+    timed = _TIMED.get(int(command))
+    if timed is not None:
+        timed.observe(time.perf_counter() - t0)
     return result
 
 

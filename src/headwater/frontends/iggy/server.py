@@ -18,6 +18,7 @@ import logging
 import struct
 import time
 
+from ... import metrics
 from ...codec.errors import CodecError
 from ...codec.iggy import framing, version
 from ...codec.iggy.codes import COMMAND_TO_OPERATION, Command, HeaderCommand, Operation
@@ -45,6 +46,11 @@ _UNAUTHENTICATED = 40
 _INVALID_COMMAND = 3
 _FEATURE_UNAVAILABLE = 5
 _REQUEST_ALREADY_APPLIED = 59
+# request latency histograms by command code (headwater.metrics): produce and fetch only
+_TIMED = {
+    int(Command.SEND_MESSAGES): metrics.request_histogram("iggy", "tcp", metrics.PRODUCE),
+    int(Command.POLL_MESSAGES): metrics.request_histogram("iggy", "tcp", metrics.FETCH),
+}
 
 
 def _client_of(head: bytes) -> int:
@@ -158,7 +164,13 @@ class IggyFrontend:
             if verdict is Verdict.STALE:
                 return framing.encode_reply(header, b"", status=_REQUEST_ALREADY_APPLIED, op=op)
 
-        status, payload = await self._dispatch(ctx, code, body)
+        timed = _TIMED.get(code)
+        if timed is None:
+            status, payload = await self._dispatch(ctx, code, body)
+        else:
+            t0 = time.perf_counter()
+            status, payload = await self._dispatch(ctx, code, body)
+            timed.observe(time.perf_counter() - t0)
         if event is Event.LOGOUT and status == 0:
             cs.state = outcome.next_state
             if cs.client is not None and cs.epoch is not None:

@@ -34,7 +34,9 @@ import asyncio
 import inspect
 import logging
 import struct
+import time
 
+from ... import metrics
 from ...config import KafkaConfig, parse_address
 from ...core import errors as core_errors
 from ...core.broker import Broker
@@ -54,6 +56,12 @@ log = logging.getLogger("headwater.kafka")
 NODE_ID = 1
 _API_VERSIONS_V0_ERROR = struct.Struct(">hihhh")  # error_code, [api_keys] count, key, min, max
 _BEFORE_AUTH = frozenset((ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE))
+
+# request latency histograms by API key (headwater.metrics): produce and fetch only
+_TIMED = {
+    int(ApiKey.PRODUCE): metrics.request_histogram("kafka", "tcp", metrics.PRODUCE),
+    int(ApiKey.FETCH): metrics.request_histogram("kafka", "tcp", metrics.FETCH),
+}
 
 
 class Close(Exception):
@@ -194,10 +202,14 @@ class KafkaFrontend:
             peer_gone=source.read_ahead,
             session=session,
         )
+        timed = _TIMED.get(api_key)
+        t0 = time.perf_counter()
         try:
             result = api.handler(ctx, request)
             if inspect.isawaitable(result):
                 result = await result
+            if timed is not None:
+                timed.observe(time.perf_counter() - t0)
         except CloseConnection as e:
             raise Close(str(e)) from e
         except core_errors.StorageWriteFailed as e:

@@ -54,6 +54,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
+from headwater import metrics
 from headwater.storage.api import StorageError, SyncFailed
 
 FLUSHER_THREADS = 4
@@ -215,10 +216,12 @@ class GroupCommit:
     def sync_inline(self) -> None:
         """fdatasync on this thread (blocking); a failure fences the log and raises SyncFailed."""
         self.check()
+        t0 = time.perf_counter()
         try:
             self._sync_inline()
         except OSError as exc:
             raise self.fence(exc) from exc
+        metrics.observe_fsync("inline", time.perf_counter() - t0)
 
     # -- rounds ------------------------------------------------------------------
 
@@ -254,6 +257,8 @@ class GroupCommit:
             calls, error, seconds = 0, OSError(str(exc)), 0.0
         flusher.fdatasync_calls += calls
         flusher.sync_seconds += seconds
+        if calls:
+            metrics.observe_fsync("group_commit", seconds)
         if error is not None or self._failure is not None:
             # a sync that failed meanwhile (inline: seal, close, sync()) may have been the one
             # Linux reported this file's error to: this round's success proves nothing then
