@@ -126,8 +126,8 @@ class App:
         )
 
     def connection_counts(self) -> dict[str, int]:
-        """Open connections per transport ("tcp", "tls-tcp", "quic", "websocket", "wss",
-        "kafka", "kafka-ssl"): each listener's ``transport`` and ``connection_count``."""
+        """Open connections per transport ("tcp", "tls-tcp", "quic", "websocket", "wss", "http",
+        "https", "kafka", "kafka-ssl"): each listener's ``transport`` and ``connection_count``."""
         counts: dict[str, int] = {}
         for listener in self.listeners:
             counts[listener.transport] = counts.get(listener.transport, 0) + listener.connection_count

@@ -78,5 +78,5 @@ def test_every_listener_names_its_transport_and_counts_its_connections(tmp_path)
             await server.stop()
 
     counts = asyncio.run(go())
-    assert counts == {"quic": 0, "wss": 0, "tcp": 1, "kafka": 0}
+    assert counts == {"quic": 0, "wss": 0, "http": 0, "tcp": 1, "kafka": 0}
     assert (tmp_path / "data" / "certs" / "server_cert.pem").exists()  # wss without a cert file: self-signed

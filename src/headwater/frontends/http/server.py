@@ -49,6 +49,7 @@ class HttpListener:
         self.name = name
         self.host = host
         self.port = port
+        self.transport = "https" if tls is not None else "http"
         self._sockets = sockets
         self._server = uvicorn.Server(
             uvicorn.Config(
@@ -72,6 +73,11 @@ class HttpListener:
     @property
     def bound_port(self) -> int:
         return self._sockets[0].getsockname()[1]
+
+    @property
+    def connection_count(self) -> int:
+        """HTTP connections open now (uvicorn's own table)."""
+        return len(self._server.server_state.connections)
 
     async def start(self) -> None:
         """Listen on the sockets and serve. Raises OSError when ``listen`` fails."""
