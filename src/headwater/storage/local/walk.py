@@ -36,6 +36,7 @@ from .segment import MIN_BATCH_SIZE, ChunkReader, unpack_header
 
 _FRAME_LENGTHS = struct.Struct("<32xII")  # user_headers_length, payload_length at frame bytes 32..40
 _U32 = struct.Struct("<I")
+_ZERO_FRAME = bytes(FRAME_HEADER_SIZE)
 
 OK = "ok"
 ZEROS = "zeros"  # batch_length is zero: the end of a preallocated file's data (bytes after it not checked)
@@ -71,7 +72,9 @@ def implied_length(reader: ChunkReader, position: int, size: int) -> int | None:
     is replaced by the end of its ``message_count`` frames; None when it does not (a torn
     or otherwise damaged batch) or when that is its stored length (module doc).
 
-    Reads the frame headers one by one, then the batch once; never past ``size``.
+    Reads the frame headers one by one, then the batch once; never past ``size``. A zero
+    frame header ends the walk at once, so a garbage ``message_count`` over a preallocated
+    zero tail costs one step, not one per 48 zero bytes.
     """
     head = reader.view(position, BATCH_HEADER_SIZE)
     if len(head) < BATCH_HEADER_SIZE:
@@ -82,8 +85,8 @@ def implied_length(reader: ChunkReader, position: int, size: int) -> int | None:
     end = BATCH_HEADER_SIZE
     for _ in range(count):
         frame = reader.view(position + end, FRAME_HEADER_SIZE)
-        if len(frame) < FRAME_HEADER_SIZE:
-            return None
+        if len(frame) < FRAME_HEADER_SIZE or frame == _ZERO_FRAME:
+            return None  # past the file, or zeros (never a frame: xxh3_64 of 40 zeros is not 0)
         user_headers, payload = _FRAME_LENGTHS.unpack_from(frame, 0)
         end += FRAME_HEADER_SIZE + user_headers + payload
         if end > rest:
