@@ -69,7 +69,7 @@ from .segment import (
     pread_exact,
     segment_name,
 )
-from .walk import DAMAGED_LENGTH, OK, ZEROS, BatchAt, walk_batches
+from .walk import DAMAGED_LENGTH, OK, UNVERIFIED, ZEROS, BatchAt, walk_batches
 
 _WALK_CHUNK = 1 << 20
 _SCAN_CHUNK = 4 << 20
@@ -200,7 +200,7 @@ def _walk(
     damaged = None
     for b in walk_batches(reader, file_size, position):
         if b.view is None:
-            reason = b.problem if b.state != ZEROS else "zeros"
+            reason = {ZEROS: "zeros", UNVERIFIED: f"verify failed: {b.problem}"}.get(b.state, b.problem)
             if b.state == DAMAGED_LENGTH:
                 damaged = b
             break

@@ -41,7 +41,8 @@ _ZERO_FRAME = bytes(FRAME_HEADER_SIZE)
 OK = "ok"
 ZEROS = "zeros"  # batch_length is zero: the end of a preallocated file's data (bytes after it not checked)
 TORN = "torn"  # the header or the batch runs past the end of the file
-INVALID = "invalid"  # a whole-sized batch that fails verify, or an impossible header
+INVALID = "invalid"  # an impossible header (batch_length under 304, or message_count 0)
+UNVERIFIED = "unverified"  # a whole-sized batch that fails verify (``problem`` is the codec error)
 DAMAGED_LENGTH = "damaged length"  # a whole batch whose batch_length alone was altered (module doc)
 
 
@@ -49,7 +50,7 @@ DAMAGED_LENGTH = "damaged length"  # a whole batch whose batch_length alone was 
 class BatchAt:
     """One step of :func:`walk_batches`: a verified batch (``state`` OK, ``view`` its bytes),
     or the stop (``view`` None; ``problem`` says why, ``problem_position`` is the file byte
-    where the problem is, ``state`` one of ZEROS, TORN, INVALID, DAMAGED_LENGTH)."""
+    where the problem is, ``state`` one of ZEROS, TORN, INVALID, UNVERIFIED, DAMAGED_LENGTH)."""
 
     position: int
     base_offset: int
@@ -128,7 +129,7 @@ def walk_batches(
         try:
             codec_batch.verify(view)
         except CodecError as exc:
-            yield _stop(reader, position, size, INVALID, f"verify failed: {exc}", position + (exc.offset or 0))
+            yield _stop(reader, position, size, UNVERIFIED, str(exc), position + (exc.offset or 0))
             return
         yield BatchAt(position, base_offset, base_ts, length, count, view)
         if progress:
@@ -147,4 +148,6 @@ def _stop(reader: ChunkReader, position: int, size: int, state: str, problem: st
     return BatchAt(position, *fields, None, problem, at, state)
 
 
-__all__ = ["BatchAt", "DAMAGED_LENGTH", "INVALID", "OK", "TORN", "ZEROS", "implied_length", "walk_batches"]
+__all__ = [
+    "BatchAt", "DAMAGED_LENGTH", "INVALID", "OK", "TORN", "UNVERIFIED", "ZEROS", "implied_length", "walk_batches",
+]
