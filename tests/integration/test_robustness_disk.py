@@ -191,6 +191,28 @@ def test_damage_followed_by_intact_batches_is_refused_not_cut_away(fresh_server)
     assert offset is None or offset >= len(only(acked, 0)), f"acknowledged offset {offset} handed out again"
 
 
+def test_a_damaged_length_of_the_last_batch_fences_the_partition_and_cuts_nothing(fresh_server):
+    """Bit rot in the batch_length of a whole, acknowledged last batch is not a torn tail."""
+    acked = fill(fresh_server)
+    assert fresh_server.stop() == 0
+    log = first_log(fresh_server, 0)
+    last_pos, _ = batch_positions(log)[-1]
+    with open(log, "r+b") as f:
+        f.seek(last_pos + 32)
+        f.write(struct.pack("<Q", 10**9))  # now points far past the end of the file
+    before = open(log, "rb").read()
+    mark = len(fresh_server.log())
+    fresh_server.start()
+
+    status, got = stored(fresh_server, 0)
+    assert status != 0 and not got  # refused, not served short of the acknowledged last batch
+    assert open(log, "rb").read() == before  # nothing cut
+    boot_log = fresh_server.log()[mark:]
+    assert log in boot_log and f"byte {last_pos + 32}" in boot_log, boot_log
+    assert stored(fresh_server, 1) == (0, only(acked, 1))
+    healthy(fresh_server)
+
+
 def test_recovery_that_cuts_a_torn_tail_says_so_in_the_log(fresh_server):
     fill(fresh_server, partitions=1, batches=10)
     assert fresh_server.stop() == 0

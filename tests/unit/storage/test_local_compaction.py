@@ -13,6 +13,7 @@ from headwater.codec import batch as codec_batch
 from headwater.codec.batch import Message, build_batch, stamp
 from headwater.codec.record_key import compaction_key
 from headwater.storage.api import SegmentPolicy
+from headwater.storage.local.check import CheckReport, check_partition
 from headwater.storage.local import compaction
 from headwater.storage.local.log import LocalPartitionLog
 
@@ -111,8 +112,12 @@ def test_keep_newest_per_key(tmp_path_factory, batches, expire):
         assert [o for o, *_ in after] == expected
         for o, k, p, s in after:  # byte-identical frames at their original offsets
             assert before[o] == (k, p, s)
-        # a reopened log reads the same (indexes rebuilt consistently)
+        # the offline checker (headwater verify) finds no damage in a compacted log
         log.close()
+        report = CheckReport()
+        check_partition(log.directory, report)
+        assert report.damaged == [], report.damaged
+        # a reopened log reads the same (indexes rebuilt consistently)
         log = LocalPartitionLog.open(log.directory, POLICY)
         assert read_all(log) == after
         assert log.next_offset == written[-1][0] + 1

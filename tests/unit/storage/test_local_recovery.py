@@ -307,7 +307,8 @@ def test_a_damaged_batch_length_running_past_the_end_with_batches_after_it_is_re
     damaged[starts[1] + 32 + 5] ^= 0xFF  # batch_length now reaches far past the end of the file
     directory = str(tmp_path / "p")
     write_partition(directory, bytes(damaged), None)
-    _assert_refused_untouched(directory, bytes(damaged), None, f"batch at byte {starts[1]}", "partial batch")
+    _assert_refused_untouched(directory, bytes(damaged), None, f"byte {starts[1] + 32}:", "is damaged",
+                              "whole and verifies at 320 bytes")
 
 
 def test_a_whole_batch_with_an_unexpected_base_offset_mid_chain_is_refused(tmp_path):

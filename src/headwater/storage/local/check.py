@@ -2,8 +2,8 @@
 
 Nothing here writes: where boot recovery (:mod:`.recovery`) would cut a torn tail or
 rebuild an index, this reports it. The layouts are the engine's own (:mod:`.segment`,
-:mod:`.index`, :mod:`.metadata`) and so are the readers used: ``ChunkReader`` and
-``unpack_header`` for batch headers, ``headwater.codec.batch.verify`` for every batch
+:mod:`.index`, :mod:`.metadata`) and so are the readers used: recovery's batch walk
+(:func:`.walk.walk_batches`) for segments, ``headwater.codec.batch.verify`` for every batch
 (frame xxh3 checksums, batch xxh3 checksum, offset deltas, reserved bytes),
 ``decode_entries`` / ``is_well_formed`` for indexes, ``metadata.replay`` and
 ``read_records`` (crc32 per record) for metadata journals and snapshots.
@@ -13,6 +13,10 @@ the byte where it starts):
 
 * a whole batch (its ``batch_length`` fits in the file) that fails ``verify``: the
   byte is the batch start plus the failing field's offset;
+* a whole batch whose ``batch_length`` alone was damaged (it verifies with the length
+  its frames imply, :func:`.walk.implied_length`), wherever the stored length points:
+  the byte is the batch start + 32. Boot recovery refuses the same batch (one decision,
+  :mod:`.walk`, for both);
 * a batch header with an impossible ``batch_length`` / ``message_count``, or a
   ``base_offset`` that does not continue the previous batch (within a segment, and
   from one segment to the next: an overlap; a gap is only a note);
@@ -27,19 +31,17 @@ journal record, i.e. what a crash leaves and the next start cuts; preallocated z
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Iterator
 
 from headwater.codec import batch as codec_batch
-from headwater.codec.batch import BATCH_HEADER_SIZE
-from headwater.codec.errors import CodecError
 
 from .index import ENTRY_SIZE, decode_entries, is_well_formed, read_index_file
 from .metadata import JOURNAL_MAGIC, SNAPSHOT_MAGIC, CorruptMetadata, check_header, read_records
-from .segment import INDEX_SUFFIX, LOG_SUFFIX, MIN_BATCH_SIZE, ChunkReader, parse_segment_name, unpack_header
+from .segment import INDEX_SUFFIX, LOG_SUFFIX, ChunkReader, parse_segment_name
+from .walk import ZEROS, BatchAt, walk_batches
 
 _CHUNK = 1 << 20
-_MAX_BATCH_GUESS = 128 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,24 +71,12 @@ class CheckReport:
         return [f for f in self.findings if f.damage]
 
 
-@dataclass(frozen=True, slots=True)
-class BatchAt:
-    """A batch found by :func:`walk_log`: ``view`` is None when it failed (``problem`` says why)."""
-
-    position: int
-    base_offset: int
-    base_timestamp_us: int
-    length: int
-    message_count: int
-    view: memoryview | None = None
-    problem: str = ""
-    problem_position: int = 0
-    torn: bool = False  # runs past the end of the file (a torn tail when it is the last thing there)
-
-
 def walk_log(path: str, progress: Callable[[int], None] | None = None) -> Iterator[BatchAt]:
-    """Every batch of a segment ``.log`` from byte 0, each verified; stops after the first
-    one that fails (or at a zero ``batch_length``: the clean end of a preallocated file).
+    """Every batch of a segment ``.log`` from byte 0, each verified
+    (:func:`.walk.walk_batches`, the walk boot recovery uses); stops after the first one
+    that fails (or at a zero ``batch_length``: the clean end of a preallocated file, unless
+    a nonzero byte follows it). A whole batch whose ``batch_length`` alone was damaged
+    (:func:`.walk.implied_length`) is damage, as recovery refuses it, never a torn tail.
 
     ``progress(n)`` is called with the bytes advanced past. Raises OSError.
     """
@@ -94,52 +84,16 @@ def walk_log(path: str, progress: Callable[[int], None] | None = None) -> Iterat
     try:
         size = os.fstat(fd).st_size
         reader = ChunkReader(fd, size, _CHUNK)
-        position = 0
-        while position < size:
-            head = reader.view(position, BATCH_HEADER_SIZE)
-            if len(head) >= 40 and not any(head[32:40]):
+        for b in walk_batches(reader, size, 0, progress):
+            if b.state == ZEROS:
                 if progress:
-                    progress(size - position)
-                nonzero = _first_nonzero(reader, position, size)
+                    progress(size - b.position)
+                nonzero = _first_nonzero(reader, b.position, size)
                 if nonzero is not None:  # not a preallocated tail: a damaged batch_length, or data after it
-                    yield BatchAt(position, 0, 0, 0, 0, None,
-                                  f"batch_length is zero but byte {nonzero} is not", position + 32)
+                    yield replace(b, problem=f"batch_length is zero but byte {nonzero} is not",
+                                  problem_position=b.position + 32)
                 return  # zeros: never written
-            if len(head) < BATCH_HEADER_SIZE:
-                yield BatchAt(position, 0, 0, 0, 0, None, "partial batch header", position, torn=True)
-                return
-            base_offset, base_ts, length, count = unpack_header(head, 0)
-            if length < MIN_BATCH_SIZE or count == 0:
-                yield BatchAt(position, base_offset, base_ts, length, count, None,
-                              f"impossible batch_length {length} / message_count {count}", position + 32)
-                return
-            if position + length > size:
-                implied = _true_length(reader, position, size)
-                if implied is not None:
-                    yield BatchAt(position, base_offset, base_ts, length, count, None,
-                                  f"batch_length {length} is damaged: the batch is whole at {implied} bytes",
-                                  position + 32)
-                else:
-                    yield BatchAt(position, base_offset, base_ts, length, count, None,
-                                  f"batch_length {length} runs past the end of the file ({size} bytes)",
-                                  position + 32, torn=True)
-                return
-            view = reader.view(position, length)
-            try:
-                codec_batch.verify(view)
-            except CodecError as exc:
-                implied = _true_length(reader, position, size)
-                if implied is not None and implied != length:
-                    problem, at = (f"batch_length {length} is damaged: the batch is whole at {implied} bytes",
-                                   position + 32)
-                else:
-                    problem, at = str(exc), position + (exc.offset or 0)
-                yield BatchAt(position, base_offset, base_ts, length, count, None, problem, at)
-                return
-            yield BatchAt(position, base_offset, base_ts, length, count, view)
-            if progress:
-                progress(length)
-            position += length
+            yield b
     finally:
         os.close(fd)
 
@@ -153,28 +107,6 @@ def _first_nonzero(reader: ChunkReader, position: int, size: int) -> int | None:
             return position + len(chunk) - len(stripped)
         position += len(chunk)
     return None
-
-
-def _true_length(reader: ChunkReader, position: int, size: int) -> int | None:
-    """The length the batch at ``position`` verifies with when its stored ``batch_length``
-    (which the batch checksum covers) is replaced by the one its frames imply, or None.
-
-    A batch that verifies that way is whole: only its length field was damaged (not a
-    torn write, and not damage further in). Reads at most 128 MiB.
-    """
-    rest = min(size - position, _MAX_BATCH_GUESS)
-    if rest < MIN_BATCH_SIZE:
-        return None
-    candidate = bytearray(reader.view(position, rest))
-    candidate[32:40] = rest.to_bytes(8, "little")
-    try:
-        implied = codec_batch.frame_positions(candidate)[-1]
-        del candidate[implied:]
-        candidate[32:40] = implied.to_bytes(8, "little")
-        codec_batch.verify(candidate)
-    except CodecError:
-        return None
-    return implied
 
 
 def partition_dirs(data_dir: str) -> Iterator[tuple[int, int, int, str]]:
@@ -265,7 +197,8 @@ def check_partition(directory: str, report: CheckReport, progress: Callable[[int
                 else:
                     report.findings.append(Finding(log_path, b.problem_position, b.problem))
                 break
-            if b.base_offset != expected:
+            # compaction leaves gaps between and inside the batches of sealed segments (never the active one)
+            if b.base_offset < expected or (b.base_offset != expected and newest):
                 walked_to = b.position
                 report.findings.append(Finding(log_path, b.position + 8, f"batch base_offset {b.base_offset}, "
                                                                          f"expected {expected}"))
@@ -273,7 +206,7 @@ def check_partition(directory: str, report: CheckReport, progress: Callable[[int
             batches[b.position] = (b.base_offset, b.base_timestamp_us)
             report.batches += 1
             report.messages += b.message_count
-            expected = b.base_offset + b.message_count
+            expected = codec_batch.last_offset(b.view) + 1  # base + count, unless compaction left gaps
         report.bytes_checked += os.path.getsize(log_path)
         index_path = log_path[: -len(LOG_SUFFIX)] + INDEX_SUFFIX
         _check_index(index_path, start, batches, walked_to, report)

@@ -17,8 +17,19 @@ Runs on existing files before a partition log is served:
 4. The walk checks every batch: header complete, ``batch_length`` inside the
    file, ``base_offset`` continuing the previous batch, ``batch.verify``.
    The first batch failing any check ends the valid data (a zero
-   ``batch_length`` is the clean end of a preallocated file).
-5. Only a *torn tail* may be cut: the bytes from there to the end of the
+   ``batch_length`` is the clean end of a preallocated file). The walk is
+   :func:`.walk.walk_batches`, the same one ``headwater verify`` uses.
+5. A *damaged length* is refused, never cut: when the batch that ends the
+   walk, with its stored ``batch_length`` (bytes 32..40) replaced by the end
+   of its ``message_count`` frames, verifies in full (every frame checksum,
+   the count, and the batch checksum, which covers ``batch_length``), it was
+   written whole and only its length field changed at rest
+   (:func:`.walk.implied_length`; the rule and why a torn write cannot look
+   like this are in :mod:`.walk`). That holds wherever the damaged length
+   points: past the end of the file, inside the batch, into preallocated
+   zeros, below the minimum, or zero. Raise CorruptSegment naming the file
+   and the byte (batch start + 32); nothing is cut.
+6. Only a *torn tail* may be cut: the bytes from there to the end of the
    file must hold no whole batch that verifies with an offset at or past the
    one expected (:func:`intact_batch_after`; a torn write leaves a partial
    batch, or zeros in a preallocated file, never whole batches after it).
@@ -28,7 +39,7 @@ Runs on existing files before a partition log is served:
    created): a non-zero tail there is refused too when a later segment holds
    data. Otherwise the file is cut (index first, then log, so no entry ever
    names missing bytes).
-6. Segments must not overlap in offsets (a gap is tolerated: reads skip it).
+7. Segments must not overlap in offsets (a gap is tolerated: reads skip it).
 
 Only the tail after the newest good index entry is re-verified at boot;
 damage at rest further back is caught by verified reads (fail closed).
@@ -59,8 +70,8 @@ from .segment import (
     parse_segment_name,
     pread_exact,
     segment_name,
-    unpack_header,
 )
+from .walk import DAMAGED_LENGTH, OK, UNVERIFIED, ZEROS, BatchAt, walk_batches
 
 _WALK_CHUNK = 1 << 20
 _SCAN_CHUNK = 4 << 20
@@ -129,7 +140,8 @@ def recover_partition(directory: str, index_interval_bytes: int) -> RecoveryRepo
     Returns the report; segments are listed oldest first. Raises
     CorruptSegment when an index entry points past the end of its log, when
     a batch fails verification with whole batches after it (mid-chain
-    damage, see the module doc), or when two segments overlap in offsets.
+    damage, see the module doc), when a whole batch's ``batch_length`` was
+    damaged, or when two segments overlap in offsets.
     OSError propagates.
     """
     report = RecoveryReport(directory)
@@ -169,35 +181,14 @@ def recover_partition(directory: str, index_interval_bytes: int) -> RecoveryRepo
 class _Walk:
     """Result of walking a log from a position."""
 
-    __slots__ = ("end", "expected", "max_ts", "reason")
+    __slots__ = ("end", "expected", "max_ts", "reason", "damaged")
 
     def __init__(self, end: int, expected: int, max_ts: int, reason: str):
         self.end = end
         self.expected = expected
         self.max_ts = max_ts
         self.reason = reason
-
-
-def _check_batch(reader: ChunkReader, position: int, file_size: int):
-    """Examine the batch at ``position``: returns ("ok", header fields, view),
-    ("zeros", None, None), or (reason, None, None) when torn or invalid."""
-    head = reader.view(position, BATCH_HEADER_SIZE)
-    if len(head) >= 40 and not any(head[32:40]):
-        return "zeros", None, None
-    if len(head) < BATCH_HEADER_SIZE:
-        return "partial header", None, None
-    fields = unpack_header(head, 0)
-    length = fields[2]
-    if length < MIN_BATCH_SIZE or fields[3] == 0:
-        return f"bad batch_length {length} / message_count {fields[3]}", None, None
-    if position + length > file_size:
-        return "partial batch", None, None
-    view = reader.view(position, length)
-    try:
-        codec_batch.verify(view, check_offset_deltas=False)  # compaction leaves gaps
-    except Exception as exc:  # any codec error means these are not the bytes written
-        return f"verify failed: {exc}", None, None
-    return "ok", fields, view
+        self.damaged: BatchAt | None = None  # the stop, when it is a whole batch with a damaged length
 
 
 def _walk(
@@ -209,30 +200,40 @@ def _walk(
     interval: int,
     gaps: bool = False,
 ) -> tuple[_Walk, bool]:
-    """Walk and verify batches from ``position``; add sparse index entries for
-    batches past the last entry. Returns the walk and whether entries were added."""
+    """Walk and verify batches from ``position`` (:func:`.walk.walk_batches`); add sparse
+    index entries for batches past the last entry. Returns the walk and whether entries
+    were added. A whole batch whose length was damaged ends the walk with ``damaged`` set
+    (the caller refuses the segment)."""
     last_indexed = entries[-1] if entries else -1
     added = False
     max_ts = 0
     reason = "end"
-    while position < file_size:
-        status, fields, view = _check_batch(reader, position, file_size)
-        if status != "ok":
-            reason = status
+    damaged = None
+    for b in walk_batches(reader, file_size, position):
+        if b.view is None:
+            reason = {ZEROS: "zeros", UNVERIFIED: f"verify failed: {b.problem}"}.get(b.state, b.problem)
+            if b.state == DAMAGED_LENGTH:
+                damaged = b
             break
-        base_offset, base_ts, length, count = fields
-        if base_offset < expected or (base_offset != expected and not gaps):  # compaction leaves gaps
-            reason = f"base_offset {base_offset}, expected {expected}"
+        if b.base_offset < expected or (b.base_offset != expected and not gaps):  # compaction leaves gaps
+            reason = f"base_offset {b.base_offset}, expected {expected}"
             break
         if position > last_indexed and (last_indexed < 0 or position - last_indexed >= interval):
-            entries.extend((base_offset, base_ts, position))
+            entries.extend((b.base_offset, b.base_timestamp_us, position))
             last_indexed = position
             added = True
-        if base_ts > max_ts:
-            max_ts = base_ts
-        expected = codec_batch.last_offset(view) + 1  # base + count, unless compaction left gaps
-        position += length
-    return _Walk(position, expected, max_ts, reason), added
+        if b.base_timestamp_us > max_ts:
+            max_ts = b.base_timestamp_us
+        expected = codec_batch.last_offset(b.view) + 1  # base + count, unless compaction left gaps
+        position += b.length
+    walk = _Walk(position, expected, max_ts, reason)
+    walk.damaged = damaged
+    return walk, added
+
+
+def _first_batch(reader: ChunkReader, position: int, file_size: int) -> BatchAt | None:
+    """The first step of a walk from ``position``: the batch there or why there is none."""
+    return next(walk_batches(reader, file_size, position), None)
 
 
 def intact_batch_after(
@@ -282,9 +283,9 @@ def intact_batch_after(
                 for p in range(pos + z - BATCH_RESERVED_OFFSET, pos + z - BATCH_RESERVED_OFFSET + 4):
                     if p < start or p + MIN_BATCH_SIZE > file_size:
                         continue
-                    status, fields, _ = _check_batch(reader, p, file_size)
-                    if status == "ok" and fields[0] >= min_offset:
-                        return (p, fields[0]), True
+                    b = _first_batch(reader, p, file_size)
+                    if b is not None and b.state in (OK, DAMAGED_LENGTH) and b.base_offset >= min_offset:
+                        return (p, b.base_offset), True
                 i = z + span
         if len(chunk) <= _SCAN_CHUNK:
             pos += len(chunk)  # the extent is done: next, the data after the hole, if any
@@ -304,8 +305,8 @@ def recover_segment(
     one was sealed (synced) and cannot have a torn tail.
 
     Raises CorruptSegment when an index entry points past the end of the log,
-    or when the bytes after the valid data are not a torn tail; nothing is
-    changed on disk then.
+    when a whole batch's ``batch_length`` was damaged, or when the bytes after
+    the valid data are not a torn tail; nothing is changed on disk then.
     """
     stem = os.path.join(directory, segment_name(start_offset))
     log_path, index_path = stem + LOG_SUFFIX, stem + INDEX_SUFFIX
@@ -330,14 +331,14 @@ def recover_segment(
             k = count - 1
             while k >= 0:
                 off, ts, pos = entries[3 * k], entries[3 * k + 1], entries[3 * k + 2]
-                status, fields, _ = _check_batch(reader, pos, file_size)
-                if status == "zeros":
+                b = _first_batch(reader, pos, file_size)
+                if b.state == ZEROS:
                     raise CorruptSegment(
                         f"{index_path}: entry {k} (offset {off}) points at byte {pos} of {log_path}, "
                         "where no batch was ever written; refusing to open the partition"
                     )
-                if status == "ok":
-                    if fields[0] != off or fields[1] != ts:
+                if b.state == OK:
+                    if b.base_offset != off or b.base_timestamp_us != ts:
                         rebuild = True  # the index describes another log: trust the log
                     else:
                         position, expected = pos, off
@@ -350,6 +351,11 @@ def recover_segment(
             entries = array("Q")
             position, expected = 0, start_offset
         walk, added = _walk(reader, file_size, position, expected, entries, index_interval_bytes, sealed)
+        if walk.damaged is not None:
+            raise CorruptSegment(
+                f"{log_path}: byte {walk.damaged.problem_position}: {walk.damaged.problem}: not a torn tail; "
+                "refusing to open the partition rather than cut acknowledged data"
+            )
         cut = file_size - walk.end
         zeros = walk.reason == "zeros"
         if cut:
