@@ -247,11 +247,13 @@ def build_app(
     data_dir: str = ".",
     tcp: TcpConfig | None = None,
     extra_routes: Sequence[BaseRoute] = (),
+    node_ports: dict[str, int] | None = None,
 ) -> Starlette:
     """The REST API over ``broker`` with ``config`` ([http]); ``data_dir`` holds the JWT
     secret when none is configured and the revoked tokens; ``tcp`` ([tcp]) gives the
     handlers their limits (poll reply size) and the cluster metadata its TCP address.
-    ``extra_routes`` are served beside Iggy's routes."""
+    ``extra_routes`` are served beside Iggy's routes; ``node_ports`` (transport -> bound
+    port) feeds the cluster metadata."""
     routes: list[BaseRoute] = [Route(p, fn, methods=[m]) for m, p, fn, _ in AUTH_ROUTES]
     routes.extend(api_routes())
     for factory in ROUTE_FACTORIES:
@@ -262,5 +264,6 @@ def build_app(
     app = Starlette(routes=routes, middleware=middleware)
     app.state.broker = broker
     app.state.config = config
-    app.state.frontend = HttpFrontend(broker, tcp or TcpConfig(), data_dir, Tokens(config, data_dir))
+    app.state.frontend = HttpFrontend(broker, tcp or TcpConfig(), data_dir, Tokens(config, data_dir),
+                                      node_ports=node_ports)
     return app

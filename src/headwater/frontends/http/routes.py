@@ -134,14 +134,18 @@ APIS: tuple[Api, ...] = (
 
 
 class HttpFrontend:
-    """What the handlers see as ``ctx.frontend`` (the TCP section's limits, the data dir)."""
+    """What the handlers see as ``ctx.frontend`` (the TCP section's limits, the data dir,
+    ``node_ports``: the bound port per transport, for the cluster metadata; shared with
+    the binary front-end's when the server runs both)."""
 
-    def __init__(self, broker, tcp_config, data_dir: str, tokens, hashing_slots: int = 2):
+    def __init__(self, broker, tcp_config, data_dir: str, tokens, hashing_slots: int = 2,
+                 node_ports: dict[str, int] | None = None):
         self.broker = broker
         self.config = tcp_config
         self.data_dir = data_dir
         self.tokens = tokens
         self.hashing = asyncio.Semaphore(hashing_slots)
+        self.node_ports = {} if node_ports is None else node_ports
 
 
 async def read_json(request: Request) -> Any:
