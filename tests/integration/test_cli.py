@@ -350,6 +350,8 @@ def test_ping_me_clients_and_stats(hw):
     stats = hw.json("stats")
     assert stats["streams_count"] >= 0 and "hostname" in stats and isinstance(stats["cache_metrics"], list)
     assert "process_id" in hw("stats").stdout
+    table = hw("me").stdout
+    assert "tcp" in table and "transport" in table  # the table names the transport
 
 
 # --------------------------------------------------------------------------- contexts, login, logout
@@ -383,6 +385,27 @@ def test_contexts_login_logout_and_the_0600_token_file(hw, tmp_path):
     hw("context", "use", "other", env=anon)
     hw("context", "delete", "dev", env=anon)
     assert [c["name"] for c in hw.json("context", "list", env=anon)] == ["other"]
+
+
+def test_credentials_after_the_command_and_a_second_login_retires_the_first_token(hw, tmp_path):
+    anon = {**NO_CREDENTIALS}
+    hw("pat", "list", env=anon, code=3)
+    listed = hw.json("pat", "list", "-u", "iggy", "-p", "iggy", env=anon)  # after the command, short
+    assert isinstance(listed, list)
+    assert isinstance(hw.json("stream", "list", "--username", "iggy", "--password", "iggy", env=anon), list)
+    hw("pat", "list", "--token", "not-a-token", env=anon, code=3)
+    hw("-t", "not-a-token", "pat", "list", "--token", hw.env["HEADWATER_TOKEN"], env=anon)  # after wins
+    hw("--server", "127.0.0.1:1", "pat", "list", "--server", hw.server.iggy_address)
+    hw("pat", "list", "--server", "127.0.0.1:1", code=3)
+    first = hw.json("login", "--username", "iggy", "--password", "iggy", env=anon)
+    path = tmp_path / "config" / "headwater" / "tokens" / "default.json"
+    assert first["stored_in"] == str(path)
+    second = hw.json("login", "-u", "iggy", "-p", "iggy", env=anon)
+    assert json.loads(path.read_text())["name"] == second["token_name"] != first["token_name"]
+    names = [t["name"] for t in hw.json("pat", "list")]
+    assert second["token_name"] in names and first["token_name"] not in names  # deleted on re-login
+    assert hw.json("logout", env=anon)["deleted_on_server"] is True
+    assert second["token_name"] not in [t["name"] for t in hw.json("pat", "list")]
 
 
 def test_login_uses_the_os_keyring_when_one_is_usable(hw, server, tmp_path):

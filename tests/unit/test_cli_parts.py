@@ -63,3 +63,30 @@ def test_permission_and_expiry_mistakes_are_usage_errors():
     for bad in ("0", "soon", "5w"):
         with pytest.raises(click.BadParameter):
             parse_expiry(bad)
+
+
+def test_keyrings_alt_file_backends_count_as_no_keyring_unless_chosen(monkeypatch):
+    """keyring picked keyrings.alt's plaintext file by itself: our 0600 file is used instead;
+    the user named a backend in PYTHON_KEYRING_BACKEND: it is used."""
+    keyring = pytest.importorskip("keyring")
+    alt_file = pytest.importorskip("keyrings.alt.file")
+    from keyring.backends import chainer
+
+    from headwater.cli import contexts
+
+    before = keyring.get_keyring()
+    try:
+        for backend in (alt_file.PlaintextKeyring(), _chain(chainer, alt_file.PlaintextKeyring())):
+            keyring.set_keyring(backend)
+            monkeypatch.delenv("PYTHON_KEYRING_BACKEND", raising=False)
+            assert contexts._keyring() is None
+            monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "keyrings.alt.file.PlaintextKeyring")
+            assert contexts._keyring() is keyring
+    finally:
+        keyring.set_keyring(before)
+
+
+def _chain(chainer, *members):
+    chain = chainer.ChainerBackend()
+    chain.__dict__["backends"] = list(members)  # what keyring's own chainer holds after discovery
+    return chain

@@ -126,6 +126,40 @@ def output_option(f: Callable) -> Callable:
                         callback=remember, help="table (default) or json.")(f)
 
 
+_CONNECTION_OPTIONS = (
+    # (attribute of Obj, long flag, short flag, help)
+    ("server", "--server", None, "Iggy TCP address HOST:PORT (as before the command)."),
+    ("username", "--username", "-u", "Log in as this user (as before the command)."),
+    ("password", "--password", "-p", "Password for --username (as before the command)."),
+    ("token", "--token", "-t", "Log in with this personal access token (as before the command)."),
+)
+
+
+def connection_options(f: Callable) -> Callable:
+    """``--server/--username/--password/--token`` (``-u/-p/-t``) on a leaf command too, as the
+    root group has them, so ``headwater login -u iggy -p iggy`` works like ``headwater -u iggy -p
+    iggy login``; a value given after the command wins. A flag the command already uses for
+    itself is left out (``message send -p`` is ``--partition``, ``user create -u`` is
+    ``--user-status``): there only the long form is added, or nothing."""
+    taken = {opt for param in getattr(f, "__click_params__", ()) for opt in param.opts}
+
+    def remember(attribute: str):
+        def callback(ctx: click.Context, _param, value):
+            if value is not None:
+                setattr(ctx.find_object(Obj), attribute, value)
+            return value
+
+        return callback
+
+    for attribute, long, short, help_text in _CONNECTION_OPTIONS:
+        flags = [flag for flag in (long, short) if flag and flag not in taken]
+        if long in flags:
+            f = click.option(*flags, f"_{attribute}_after", default=None, expose_value=False,
+                             callback=remember(attribute), help=help_text)(f)
+            f.__click_params__.insert(0, f.__click_params__.pop())  # listed last in --help
+    return f
+
+
 def client_command(group: click.Group | None, name: str, login: bool = True, **kwargs) -> Callable:
     """Register ``f(client, out, **params)`` as a command of ``group`` that talks to the server.
 
@@ -143,6 +177,6 @@ def client_command(group: click.Group | None, name: str, login: bool = True, **k
                 return f(client, obj.output, **params)
 
         make = group.command if group is not None else click.command
-        return make(name, **kwargs)(output_option(run))
+        return make(name, **kwargs)(connection_options(output_option(run)))
 
     return wrap

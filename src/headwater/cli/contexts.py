@@ -14,7 +14,10 @@ Files, under the user's config directory (``click.get_app_dir("headwater")``:
 
 A token goes to the OS keyring (``keyring``, service ``headwater``, user = context
 name) when one is usable; "no backend" (the fail or null backend, or one that
-raises) counts as absent and the 0600 file is used instead.
+raises) counts as absent and the 0600 file is used instead. keyrings.alt's file
+backends (PlaintextKeyring, a plaintext file; EncryptedKeyring) count as absent too
+when keyring picked them by itself; they are used only when the user chose a backend
+with ``PYTHON_KEYRING_BACKEND``.
 """
 
 from __future__ import annotations
@@ -82,7 +85,16 @@ def _keyring():
         return None
     if getattr(backend, "backends", None) == []:  # a chainer with nothing to chain
         return None
+    if not os.environ.get("PYTHON_KEYRING_BACKEND") and _only_plaintext_files(backend):
+        return None  # keyrings.alt's file backends are no safer than our 0600 file unless asked for
     return keyring
+
+
+def _only_plaintext_files(backend) -> bool:
+    """True when ``backend`` (or every backend a chainer holds) is one of keyrings.alt's
+    file keyrings (``keyrings.alt.file``: PlaintextKeyring, EncryptedKeyring)."""
+    members = getattr(backend, "backends", None) or [backend]
+    return all(type(b).__module__.startswith("keyrings.alt.file") for b in members)
 
 
 def token_file(context: str) -> str:

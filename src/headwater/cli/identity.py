@@ -19,7 +19,8 @@ from ..codec.iggy.commands import tokens as wtok
 from ..codec.iggy.commands import users as wu
 from ..codec.iggy.primitives import GlobalPermissions, Permissions, StreamPermissions
 from . import contexts, render
-from .common import ID, EXIT_CONNECT, EXIT_SERVER_ERROR, Obj, client_command, exits_on_errors, fail, output_option
+from .common import (ID, EXIT_CONNECT, EXIT_SERVER_ERROR, Obj, client_command, connection_options, exits_on_errors,
+                     fail, output_option)
 
 _U64_MAX = (1 << 64) - 1
 _STATUS = {"active": 1, "inactive": 2}
@@ -295,13 +296,31 @@ def _connect_plain(obj: Obj, target: contexts.Target):
         fail(str(e), EXIT_CONNECT)
 
 
+def _delete_on_server(server: str, stored: dict[str, str]) -> bool:
+    """Delete a saved personal access token on ``server``, logged in with that token itself;
+    False (and a warning on stderr) when the server cannot be reached or refuses."""
+    from ..client import Client
+
+    try:
+        with Client(server) as client:
+            client.login_token(stored["token"])
+            client.call(wtok.DeletePersonalAccessToken(stored["name"]))
+            return True
+    except (ServerError, AuthError, ConnectError) as e:
+        click.echo(f"headwater: warning: the token {stored.get('name')!r} could not be deleted on the server: {e}",
+                   err=True)
+        return False
+
+
 @click.command()
 @click.option("--expiry", "-e", help="Token lifetime: 3600, 15m, 12h, 7d or never (default: never).")
 @output_option
+@connection_options
 @click.pass_obj
 def login(obj: Obj, expiry):
     """Log in with a username and password (flags, environment or prompt), create a personal
-    access token and save it for the current context (OS keyring, else a 0600 file)."""
+    access token and save it for the current context (OS keyring, else a 0600 file).
+    A token saved by an earlier login of the context is deleted on the server (best effort)."""
     target = obj.target()
     username = target.username or click.prompt("Username")
     password = target.password or click.prompt("Password", hide_input=True)
@@ -312,6 +331,9 @@ def login(obj: Obj, expiry):
         raw = client.call(wtok.CreatePersonalAccessToken(name, parse_expiry(expiry) or _U64_MAX))
     data = contexts.load_contexts()
     saved = data["contexts"].setdefault(target.context, {})
+    previous = contexts.load_token(target.context)
+    if previous is not None:  # a re-login replaces the saved token: retire the old one (best effort)
+        _delete_on_server(saved.get("server") or target.server, previous)
     saved["server"] = target.server
     saved["username"] = username
     if data["current"] is None:
@@ -324,6 +346,7 @@ def login(obj: Obj, expiry):
 
 @click.command()
 @output_option
+@connection_options
 @click.pass_obj
 def logout(obj: Obj):
     """Delete the current context's saved token, on the server and locally."""
@@ -331,16 +354,7 @@ def logout(obj: Obj):
     stored = contexts.load_token(target.context)
     if stored is None:
         fail(f"context {target.context!r} has no saved token", EXIT_SERVER_ERROR)
-    deleted_on_server = False
-    try:
-        from ..client import Client
-
-        with Client(target.server) as client:
-            client.login_token(stored["token"])
-            client.call(wtok.DeletePersonalAccessToken(stored["name"]))
-            deleted_on_server = True
-    except (ServerError, AuthError, ConnectError) as e:
-        click.echo(f"headwater: warning: the token could not be deleted on the server: {e}", err=True)
+    deleted_on_server = _delete_on_server(target.server, stored)
     contexts.delete_token(target.context)
     render.done(obj.output, f"logged out of context {target.context!r}", context=target.context,
                 deleted_on_server=deleted_on_server)
@@ -352,7 +366,7 @@ def logout(obj: Obj):
 @client_command(None, "me")
 def me(client, out):
     """Show this connection as the server sees it (client id, user, address)."""
-    render.emit(out, client.call(wsys.GetMe()))
+    render.emit_client(out, client.call(wsys.GetMe()))
 
 
 GROUPS = (user, pat, context)

@@ -9,6 +9,7 @@ import sys
 import click
 
 from .. import inspect as inspector
+from .common import Obj
 
 EXIT_DAMAGED = 1
 """The bytes break their layout, or a checksum does not match."""
@@ -28,8 +29,10 @@ def _as_json(node: inspector.Node) -> dict:
               help="Iggy reply to a NonReplicated (operation 2) request: the command code it answers.")
 @click.option("--explain-error", is_flag=True,
               help="On a broken layout, print the tree read so far and point at the first offending byte.")
-@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def inspect_command(source, kind, api_key, api_version, command, explain_error, output) -> None:
+@click.option("--output", "-o", type=click.Choice(["text", "table", "json"]), default=None,
+              help="text (the default; table is a synonym) or json; `headwater -o json inspect` works too.")
+@click.pass_context
+def inspect_command(ctx: click.Context, source, kind, api_key, api_version, command, explain_error, output) -> None:
     """Print every field of SOURCE (a file, or - for stdin; raw bytes or hex text) with its
     type, decoded value, byte offset and size; checksums are recomputed and shown valid or not.
 
@@ -39,6 +42,9 @@ def inspect_command(source, kind, api_key, api_version, command, explain_error, 
     Exit status: 0 the layout holds and every checksum matches; 1 damage (the first
     offending byte is named); 2 usage (unknown kind, unreadable file).
     """
+    if output is None:  # the root group's -o/--output (table or json)
+        root = ctx.find_object(Obj)
+        output = root.output if root is not None else "text"
     try:
         raw = sys.stdin.buffer.read() if source == "-" else open(source, "rb").read()
     except OSError as e:

@@ -197,11 +197,10 @@ def message_flush(client, out, stream_id, topic_id, partition_id, fsync):
 
 # ---------------------------------------------------------------- clients, ping, stats
 
-_TRANSPORTS = {1: "tcp", 2: "quic", 3: "http", 4: "websocket"}
 _CLIENT_COLUMNS = [
     ("client id", lambda c: c.client_id),
     ("user id", lambda c: c.user_id),
-    ("transport", lambda c: _TRANSPORTS.get(c.transport, c.transport)),
+    ("transport", lambda c: render.transport_name(c.transport)),
     ("address", lambda c: c.address),
     ("consumer groups", lambda c: getattr(c, "consumer_groups_count", None)
      if not hasattr(c, "consumer_groups") else len(c.consumer_groups)),
@@ -226,7 +225,7 @@ def client_get(client, out, client_id):
     c = client.call(wsys.GetClient(client_id))
     if c is None:
         fail(f"client {client_id} not found", EXIT_SERVER_ERROR)
-    render.emit(out, c)
+    render.emit_client(out, c)
 
 
 @client_command(None, "ping", login=False)

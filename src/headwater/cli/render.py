@@ -140,6 +140,23 @@ def emit(output: str, data: Any, columns: Sequence[tuple[str, Any]] | None = Non
     console().print(table)
 
 
+TRANSPORTS = {1: "tcp", 2: "quic", 3: "http", 4: "websocket"}
+"""Iggy's transport codes (GetMe/GetClient ``transport`` u8) and their names."""
+
+
+def transport_name(code: int) -> str | int:
+    """``1`` -> ``tcp`` (an unknown code stays a number)."""
+    return TRANSPORTS.get(code, code)
+
+
+def emit_client(output: str, info: Any) -> None:
+    """A GetMe/GetClient reply: JSON keeps Iggy's transport number, the table shows its name."""
+    if output == "json":
+        emit(output, info)
+    else:
+        emit(output, {**jsonable(info), "transport": transport_name(info.transport)})
+
+
 def done(output: str, message: str, **fields: Any) -> None:
     """An action that has no reply payload: a line of text, or ``{"ok": true, ...}``."""
     if output == "json":

@@ -29,6 +29,11 @@ FRAME_HEADER_SIZE = 48
 INDEX_ENTRY_SIZE = 24
 
 
+def _count(n: int, one: str, many: str) -> str:
+    """``1 entry``, ``0 entries``, ``2 entries``."""
+    return f"{n} {one if n == 1 else many}"
+
+
 def _time_us(value: int) -> str:
     if value == 0:
         return "0"
@@ -184,12 +189,12 @@ def segment_file(data: bytes, name: str = "segment") -> Node:
     c = Cursor(data, root)
     with building(root, c):
         n = batches(c, allow_zero_tail=True)
-        root.value = f"{n} batches"
+        root.value = _count(n, "batch", "batches")
     return root
 
 
 def index_file(data: bytes, name: str = "index") -> Node:
-    root = Node(name, "segment .index", f"{len(data) // INDEX_ENTRY_SIZE} entries", 0, len(data))
+    root = Node(name, "segment .index", _count(len(data) // INDEX_ENTRY_SIZE, "entry", "entries"), 0, len(data))
     c = Cursor(data, root)
     i = 0
     while c.remaining >= INDEX_ENTRY_SIZE:

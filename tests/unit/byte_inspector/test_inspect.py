@@ -252,6 +252,30 @@ def test_cli_json_output_and_unknown_bytes(tmp_path):
     assert result.exit_code == 2 and "--as" in result.output
 
 
+@pytest.mark.parametrize("args", [["-o", "json", "inspect", "{}"], ["--output", "json", "inspect", "{}"],
+                                  ["inspect", "{}", "-o", "json"], ["-o", "table", "inspect", "{}", "-o", "json"]])
+def test_cli_honours_the_global_output_option_before_or_after_the_command(tmp_path, args):
+    import json
+
+    path = tmp_path / "batch.bin"
+    path.write_bytes(spec_batch())
+    result = CliRunner().invoke(main, [a.format(path) for a in args])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["name"] == "batch"
+
+
+def test_cli_text_is_the_default_and_counts_are_pluralized(tmp_path):
+    path = tmp_path / "00000000000000000000.index"
+    path.write_bytes(bytes(24))
+    for args in (["inspect", str(path)], ["-o", "table", "inspect", str(path)],
+                 ["inspect", str(path), "-o", "text"]):
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 0, result.output
+        assert "1 entry" in result.output and "1 entries" not in result.output
+    path.write_bytes(bytes(48))
+    assert "2 entries" in CliRunner().invoke(main, ["inspect", str(path)]).output
+
+
 @pytest.mark.parametrize("codec", [0, 1, 2, 3, 4])
 def test_kafka_record_batches_plain_and_compressed_show_every_record(codec):
     """A fetch-style record set: one batch (compressed with each codec) and a partial one."""
