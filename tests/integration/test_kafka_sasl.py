@@ -322,3 +322,88 @@ def test_reauthentication(tmp_path_factory):
         assert s.log().count("session expired") == expired_before  # it never let its session lapse
     finally:
         assert s.stop() == 0
+
+
+# --------------------------------------------------------------------------- SASL over TLS (SASL_SSL)
+
+
+def test_sasl_ssl_with_confluent_kafka_python_and_aiokafka(tmp_path_factory):
+    """The same SASL exchange over the TLS Kafka listener (``[kafka] tls_enabled``):
+    PLAIN and SCRAM-SHA-512 with confluent-kafka, PLAIN with kafka-python, SCRAM-SHA-256
+    with aiokafka; a wrong password over TLS is refused as over plain TCP."""
+    from tls_certs import make_certs
+
+    base = tmp_path_factory.mktemp("sasl-ssl")
+    certs = make_certs(base / "certs")
+    s = ServerProcess(base / "data", free_port(), free_port())
+    s.start(env={**AUTH_ENV, "HEADWATER_KAFKA_TLS_ENABLED": "true",
+                 "HEADWATER_KAFKA_TLS_CERT_FILE": str(certs.cert), "HEADWATER_KAFKA_TLS_KEY_FILE": str(certs.key),
+                 "HEADWATER_KAFKA_ADVERTISED_ADDRESS": f"localhost:{s.kafka_port}"})
+    try:
+        bootstrap = f"localhost:{s.kafka_port}"
+        ca = str(certs.ca)
+        topic = "sasl-ssl"
+
+        from confluent_kafka import Consumer, KafkaException, Producer
+
+        def conf(mechanism: str, user: str = "iggy", password: str = "iggy") -> dict:
+            return {"bootstrap.servers": bootstrap, "security.protocol": "SASL_SSL", "ssl.ca.location": ca,
+                    "sasl.mechanisms": mechanism, "sasl.username": user, "sasl.password": password}
+
+        p = Producer(conf("PLAIN"))
+        p.produce(topic, b"confluent-plain")
+        assert p.flush(30) == 0
+        from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
+
+        admin = AdminClient(conf("PLAIN"))
+        upsert = UserScramCredentialUpsertion("iggy", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), b"iggy")
+        for f in admin.alter_user_scram_credentials([upsert]).values():
+            f.result(timeout=20)
+        upsert = UserScramCredentialUpsertion("iggy", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), b"iggy")
+        for f in admin.alter_user_scram_credentials([upsert]).values():
+            f.result(timeout=20)
+        p = Producer(conf("SCRAM-SHA-512"))
+        p.produce(topic, b"confluent-scram")
+        assert p.flush(30) == 0
+
+        from kafka import KafkaProducer
+
+        kp = KafkaProducer(bootstrap_servers=bootstrap, security_protocol="SASL_SSL", ssl_cafile=ca,
+                           sasl_mechanism="PLAIN", sasl_plain_username="iggy", sasl_plain_password="iggy")
+        kp.send(topic, b"kafka-python").get(30)
+        kp.close()
+
+        import aiokafka
+        from aiokafka.helpers import create_ssl_context
+
+        async def aio_send():
+            producer = aiokafka.AIOKafkaProducer(
+                bootstrap_servers=bootstrap, security_protocol="SASL_SSL", ssl_context=create_ssl_context(cafile=ca),
+                sasl_mechanism="SCRAM-SHA-256", sasl_plain_username="iggy", sasl_plain_password="iggy")
+            await producer.start()
+            try:
+                await producer.send_and_wait(topic, b"aiokafka")
+            finally:
+                await producer.stop()
+
+        asyncio.run(aio_send())
+
+        c = Consumer({**conf("SCRAM-SHA-512"), "group.id": "sasl-ssl", "auto.offset.reset": "earliest"})
+        c.subscribe([topic])
+        got, deadline = [], time.monotonic() + 60
+        while len(got) < 4 and time.monotonic() < deadline:
+            m = c.poll(1.0)
+            if m is not None and m.error() is None:
+                got.append(m.value())
+        c.close()
+        assert got == [b"confluent-plain", b"confluent-scram", b"kafka-python", b"aiokafka"]
+
+        bad = Producer({**conf("PLAIN", password="wrong"), "message.timeout.ms": 5000})
+        errors = []
+        bad.produce(topic, b"never", on_delivery=lambda err, _m: errors.append(err))
+        bad.flush(20)
+        assert errors and errors[0] is not None
+        with pytest.raises(KafkaException):
+            Producer(conf("PLAIN", password="wrong")).list_topics(timeout=5)
+    finally:
+        assert s.stop() == 0, s.log()[-3000:]
