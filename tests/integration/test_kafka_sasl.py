@@ -251,6 +251,13 @@ def test_requests_before_authentication_close_the_connection(server):
     assert w.closed_by_server()
     w.close()
 
+    # an unauthenticated frame over Kafka's sasl.server.max.receive.size (512 KiB) is refused from its
+    # size alone: only the 4-byte size is sent, and the server closes without waiting for the rest
+    w = KafkaWire(server.kafka_address)
+    w.send_raw((512 * 1024 + 1).to_bytes(4, "big"))
+    assert w.closed_by_server()
+    w.close()
+
 
 def test_handshake_v0_raw_tokens(server):
     w = KafkaWire(server.kafka_address)

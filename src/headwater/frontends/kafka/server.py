@@ -55,6 +55,8 @@ log = logging.getLogger("headwater.kafka")
 
 NODE_ID = 1
 _API_VERSIONS_V0_ERROR = struct.Struct(">hihhh")  # error_code, [api_keys] count, key, min, max
+UNAUTHENTICATED_MAX_RECEIVE_SIZE = 512 * 1024
+"""Kafka's ``sasl.server.max.receive.size`` default: the largest frame read before authentication."""
 _BEFORE_AUTH = frozenset((ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE))
 
 # request latency histograms by API key (headwater.metrics): produce and fetch only
@@ -133,8 +135,12 @@ class KafkaFrontend:
             head = await source.next_size(conn)
             (size,) = SIZE.unpack(head)
             raw = session.raw_tokens
-            if size < (0 if raw else 8) or size > max_size:
-                log.info("request size refused", extra={"kv": {"peer": conn.peer, "size": size, "max": max_size}})
+            # before authentication on a listener that requires it, Kafka's sasl.server.max.receive.size
+            # (512 KiB) bounds a frame: an unauthenticated peer cannot make the server read 100 MiB
+            limit = max_size if session.authenticated or not self.config.authentication_required else min(
+                max_size, UNAUTHENTICATED_MAX_RECEIVE_SIZE)
+            if size < (0 if raw else 8) or size > limit:
+                log.info("request size refused", extra={"kv": {"peer": conn.peer, "size": size, "max": limit}})
                 return
             frame = await reader.readexactly(size)
             conn.handling()
