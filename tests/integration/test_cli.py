@@ -427,3 +427,59 @@ def test_login_uses_the_os_keyring_when_one_is_usable(hw, server, tmp_path):
     assert run("me").returncode == 0
     assert run("logout").returncode == 0
     assert run("me").returncode == 3
+
+
+# --------------------------------------------------------------------------- odd input
+
+
+def _one_line_usage_error(r) -> str:
+    assert r.stderr.startswith("headwater: ") and r.stderr.count("\n") == 1, r.stderr
+    assert "Traceback" not in r.output
+    return r.stderr
+
+
+def test_out_of_range_ids_counts_offsets_and_overlong_names_are_one_line_usage_errors(hw):
+    """Ids, partition ids and counts are u32, offsets and timestamps u64, names 1..255 UTF-8
+    bytes: anything outside is refused before a request is built (exit 2, one line)."""
+    stream = unique("odd")
+    hw("stream", "create", stream)
+    hw("topic", "create", stream, "t")
+    too_big_id, too_long = str(2**32), "a" * 256
+    cases = [
+        ("stream", "get", "99999999999999999999"),
+        ("stream", "get", too_big_id),
+        ("stream", "get", too_long),
+        ("stream", "create", "a" * 300),
+        ("stream", "create", "é" * 128),  # 256 UTF-8 bytes
+        ("stream", "update", stream, too_long),
+        ("topic", "create", stream, too_long),
+        ("topic", "create", stream, "t2", "--partitions", too_big_id),
+        ("topic", "get", stream, too_big_id),
+        ("partition", "create", stream, "t", too_big_id),
+        ("segment", "delete", stream, "t", too_big_id, 1),
+        ("consumer-group", "create", stream, "t", too_long),
+        ("consumer-group", "get", stream, "t", too_big_id),
+        ("consumer-offset", "set", "c", stream, "t", 0, str(2**64)),
+        ("consumer-offset", "get", "c", stream, "t", too_big_id),
+        ("message", "send", stream, "t", "--partition", too_big_id, "x"),
+        ("message", "send", stream, "t", "--key", too_long, "x"),
+        ("message", "poll", stream, "t", "--offset", str(2**64)),
+        ("message", "poll", stream, "t", "--timestamp", str(2**64)),
+        ("message", "poll", stream, "t", "--count", too_big_id),
+        ("message", "poll", stream, "t", "--consumer", too_big_id),
+        ("user", "create", too_long, "pass1"),
+        ("user", "create", unique("u")[:20], "pass1", "-s", f"{too_big_id}:p_msg"),
+        ("user", "get", too_big_id),
+        ("user", "name", "iggy", too_long),
+        ("client", "get", too_big_id),
+    ]
+    for args in cases:
+        _one_line_usage_error(hw(*args, code=2))
+    assert "out of range" in hw("stream", "get", "99999999999999999999", code=2).stderr
+    assert "1..255 UTF-8 bytes" in hw("stream", "create", "a" * 300, code=2).stderr
+    # past the param types, the encoders' refusals are usage errors too (the backstop)
+    _one_line_usage_error(hw("user", "create", unique("u")[:20], "p" * 300, code=2))
+    _one_line_usage_error(hw("message", "send", stream, "t", "-H", "h=" + "v" * 100_000, "x", code=2))
+    # the largest in-range values still reach the server (no such stream: exit 1, not 2)
+    assert "not found" in hw("stream", "get", str(2**32 - 1), code=1).stderr
+    assert "not found" in hw("stream", "get", "b" * 255, code=1).stderr

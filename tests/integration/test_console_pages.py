@@ -117,3 +117,25 @@ def test_kafka_group_members_assignment_and_lag(server):
         assert '<td class="lag-value">3</td>' in section
     finally:
         consumer.close()
+
+
+def test_sending_an_oversized_key_or_headers_is_a_400_error_page_and_the_server_keeps_serving(server):
+    """A key plus headers past an Iggy frame's 100 000 B of user headers is refused by the Kafka
+    conversion (MessageTooLarge): the console answers its error page with 400, not a bare 500."""
+    sdk(server, lambda c: _stream_with_topic(c, "big-keys"))
+    b = Browser(server.http_port)
+    assert b.login("iggy", "iggy") == 200
+    path = "/streams/big-keys/topics/t/messages"
+    for form, expected in (({"payload": "x", "key": "k" * 100_000}, 400),
+                           ({"payload": "x", "key": "k", "headers": "h=" + "v" * 100_000}, 400),
+                           ({"payload": "x", "partition": "\u00b2"}, 400),
+                           ({"payload": "x", "partition": "99999999999999999999"}, 404)):
+        status, _, body = b.post(path, **form)
+        assert status == expected and '<p class="error">' in body, (status, body[-400:])
+    status, url, body = b.post(path, payload="still-served", key="k")
+    assert status == 200 and "/partitions/0?offset=0" in url and "still-served" in body
+
+
+async def _stream_with_topic(c, stream: str) -> None:
+    await c.create_stream(stream)
+    await c.create_topic(stream, "t", 1)

@@ -90,3 +90,31 @@ def _chain(chainer, *members):
     chain = chainer.ChainerBackend()
     chain.__dict__["backends"] = list(members)  # what keyring's own chainer holds after discovery
     return chain
+
+
+def test_ids_are_u32_or_names_of_1_to_255_utf8_bytes():
+    from headwater.cli.common import ID, NAME
+
+    assert ID.convert("0", None, None) == 0 and ID.convert("4294967295", None, None) == 2**32 - 1
+    assert ID.convert("\u00b2", None, None) == "\u00b2"  # isdigit() but not a number: a name
+    assert ID.convert("a" * 255, None, None) == "a" * 255 and NAME.convert("é" * 127, None, None) == "é" * 127
+    for bad in ("", "4294967296", "99999999999999999999", "a" * 256, "é" * 128):
+        with pytest.raises(click.BadParameter):
+            ID.convert(bad, None, None)
+    for bad in ("", "a" * 256, "é" * 128, "\ud800"):
+        with pytest.raises(click.BadParameter):
+            NAME.convert(bad, None, None)
+
+
+@given(st.text(min_size=1))
+def test_every_text_is_an_id_in_range_a_name_that_fits_or_a_usage_error(text):
+    from headwater.cli.common import ID
+
+    try:
+        value = ID.convert(text, None, None)
+    except click.BadParameter:
+        return
+    if isinstance(value, int):
+        assert 0 <= value < 2**32 and value == int(text) and text.isascii()
+    else:
+        assert 1 <= len(value.encode("utf-8")) <= 255

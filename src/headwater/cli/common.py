@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import struct
 import sys
 from typing import Any, Callable, Iterator
 
 import click
 
 from ..client import AuthError, Client, ConnectError, ServerError
+from ..codec.errors import CodecError
 from ..codec.iggy.primitives import Identifier
 from . import contexts, render
 
@@ -44,12 +46,33 @@ def fail(message: str, code: int) -> None:
     sys.exit(code)
 
 
+U32_MAX = 2**32 - 1
+U64_MAX = 2**64 - 1
+NAME_MAX_BYTES = 255
+"""Iggy's limits: ids, partition ids and counts are u32, offsets and timestamps u64, a name is
+1..255 UTF-8 bytes (Iggy binary protocol 0.11.0, the identifier and name fields)."""
+
+
 def identifier(value: str) -> Identifier:
     """A numeric id (``"3"`` -> 3) or a name."""
-    return int(value) if value.isdigit() else value
+    return int(value) if value.isascii() and value.isdigit() else value
+
+
+def _name_problem(value: str) -> str | None:
+    """Why ``value`` is not a valid Iggy name (1..255 UTF-8 bytes), or None."""
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError:
+        return "is not valid UTF-8"
+    if not 1 <= size <= NAME_MAX_BYTES:
+        return f"must be 1..{NAME_MAX_BYTES} UTF-8 bytes, got {size}"
+    return None
 
 
 class IdentifierType(click.ParamType):
+    """A numeric id (u32, 0..4294967295) or a name (1..255 UTF-8 bytes); anything else is a
+    usage error (exit 2)."""
+
     name = "ID|NAME"
 
     def convert(self, value, param, ctx):
@@ -57,10 +80,60 @@ class IdentifierType(click.ParamType):
             return value
         if not value:
             self.fail("empty identifier", param, ctx)
-        return identifier(value)
+        ident = identifier(value)
+        if isinstance(ident, int):
+            if ident > U32_MAX:
+                self.fail(f"numeric id {value} is out of range 0..{U32_MAX}", param, ctx)
+        elif (problem := _name_problem(ident)) is not None:
+            self.fail(f"name {problem}", param, ctx)
+        return ident
+
+
+class NameType(click.ParamType):
+    """A stream, topic, consumer-group or user name: 1..255 UTF-8 bytes."""
+
+    name = "NAME"
+
+    def convert(self, value, param, ctx):
+        if (problem := _name_problem(value)) is not None:
+            self.fail(f"name {problem}", param, ctx)
+        return value
 
 
 ID = IdentifierType()
+NAME = NameType()
+U32 = click.IntRange(0, U32_MAX)
+U64 = click.IntRange(0, U64_MAX)
+COUNT = click.IntRange(1, U32_MAX)
+
+
+_HELP_ERRORS = tuple(getattr(click.exceptions, n) for n in ("NoArgsIsHelpError",) if hasattr(click.exceptions, n))
+"""Usage errors click shows as the help text (a bare ``headwater``): left to click."""
+
+
+@contextlib.contextmanager
+def one_line_usage_errors() -> Iterator[None]:
+    """A usage error (bad option, argument or value) prints one line ``headwater: PROBLEM (see
+    CMD --help)`` on stderr and exits 2, instead of click's usage block."""
+    try:
+        yield
+    except click.UsageError as e:
+        if isinstance(e, _HELP_ERRORS):
+            raise
+        hint = f" (see {e.ctx.command_path} --help)" if e.ctx is not None else ""
+        fail(" ".join(e.format_message().split()) + hint, EXIT_USAGE)
+
+
+class RootGroup(click.Group):
+    """The ``headwater`` group: every usage error below it is one line (:func:`one_line_usage_errors`)."""
+
+    def make_context(self, info_name, args, parent=None, **extra):
+        with one_line_usage_errors():
+            return super().make_context(info_name, args, parent, **extra)
+
+    def invoke(self, ctx):
+        with one_line_usage_errors():
+            return super().invoke(ctx)
 
 
 class Obj:
@@ -105,13 +178,18 @@ class Obj:
 @contextlib.contextmanager
 def exits_on_errors() -> Iterator[None]:
     """Turn a refused request into exit 1 (printing its Iggy code and name), a lost
-    connection or refused login into exit 3."""
+    connection or refused login into exit 3, a value the request or batch encoders refuse
+    (ValueError, OverflowError, struct.error, CodecError) into exit 2."""
     try:
         yield
     except ServerError as e:
         fail(f"server error {e.code} ({e.name})", EXIT_SERVER_ERROR)
     except (ConnectError, AuthError) as e:
         fail(str(e), EXIT_CONNECT)
+    except (ValueError, OverflowError, struct.error, CodecError) as e:
+        # backstop behind the param types: a value the request encoders refuse (a field out of
+        # its u32/u64 range, a name past 255 bytes) is a usage error, not a traceback
+        fail(f"invalid argument: {e}", EXIT_USAGE)
 
 
 def output_option(f: Callable) -> Callable:

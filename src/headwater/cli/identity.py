@@ -19,8 +19,8 @@ from ..codec.iggy.commands import tokens as wtok
 from ..codec.iggy.commands import users as wu
 from ..codec.iggy.primitives import GlobalPermissions, Permissions, StreamPermissions
 from . import contexts, render
-from .common import (ID, EXIT_CONNECT, EXIT_SERVER_ERROR, Obj, client_command, connection_options, exits_on_errors,
-                     fail, output_option)
+from .common import (ID, NAME, U32_MAX, EXIT_CONNECT, EXIT_SERVER_ERROR, Obj, client_command, connection_options,
+                     exits_on_errors, fail, output_option)
 
 _U64_MAX = (1 << 64) - 1
 _STATUS = {"active": 1, "inactive": 2}
@@ -55,7 +55,7 @@ def permissions_of(global_text: str | None, stream_texts: tuple[str, ...]) -> Pe
     streams = []
     for text in stream_texts:
         sid, _, perms = text.partition(":")
-        if not sid.isdigit():
+        if not (sid.isascii() and sid.isdigit()) or int(sid) > U32_MAX:
             raise click.BadParameter(f"expected STREAM_ID[:PERMS], got {text!r}", param_hint="-s")
         streams.append(StreamPermissions(int(sid), **_flags(perms, _STREAM, "stream")))
     return Permissions(g, tuple(streams))
@@ -105,7 +105,7 @@ def user_get(client, out, user_id):
 
 
 @client_command(user, "create")
-@click.argument("username")
+@click.argument("username", type=NAME)
 @click.argument("password")
 @click.option("--user-status", "-u", "status", type=click.Choice(list(_STATUS)), default="active",
               show_default=True)
@@ -127,7 +127,7 @@ def user_delete(client, out, user_id):
 
 @client_command(user, "name")
 @click.argument("user_id", type=ID)
-@click.argument("username")
+@click.argument("username", type=NAME)
 def user_name(client, out, user_id, username):
     """Change a user's username."""
     client.call(wu.UpdateUser(user_id, username=username))

@@ -12,7 +12,7 @@ from .. import __version__, app, logs
 from ..config import ConfigError, load
 from ..storage.api import StorageError
 from . import identity, inspect_cmd, messaging, offline, render, resources
-from .common import EXIT_CODES_HELP, Obj
+from .common import EXIT_CODES_HELP, Obj, RootGroup
 
 
 def _print_version(ctx: click.Context, _param, value: bool) -> None:
@@ -32,7 +32,7 @@ Shell completion (bash; zsh_source and fish_source for zsh and fish):
 """
 
 
-@click.group(epilog=_EPILOG)
+@click.group(cls=RootGroup, epilog=_EPILOG)
 @click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
               help="Show the version and which hot-loop implementation is active, then exit.")
 @click.option("--server", metavar="HOST:PORT",

@@ -16,7 +16,7 @@ from ..codec.iggy.commands import messages as wm
 from ..codec.iggy.commands import system as wsys
 from ..codec.iggy.primitives import Consumer, Partitioning, PollingStrategy
 from . import messages_view, render
-from .common import ID, EXIT_SERVER_ERROR, client_command, fail
+from .common import COUNT, ID, NAME, U32, U64, EXIT_SERVER_ERROR, client_command, fail
 
 _FOLLOW_INTERVAL_S = 0.2
 
@@ -75,8 +75,9 @@ def _headers(pairs: tuple[str, ...]) -> bytes:
 @click.argument("stream_id", type=ID)
 @click.argument("topic_id", type=ID)
 @click.argument("messages", nargs=-1)
-@click.option("--partition", "-p", "partition_id", type=click.IntRange(0), help="Send to this partition.")
-@click.option("--key", "-k", "messages_key", help="Pick the partition by this key (messages key partitioning).")
+@click.option("--partition", "-p", "partition_id", type=U32, help="Send to this partition.")
+@click.option("--key", "-k", "messages_key", type=NAME, metavar="KEY",
+              help="Pick the partition by this key, 1..255 UTF-8 bytes (messages key partitioning).")
 @click.option("--header", "-H", "headers", multiple=True, metavar="KEY=VALUE|KEY:KIND:VALUE",
               help="A header (repeatable): KEY=VALUE is a String; KEY:KIND:VALUE any kind (uint32, bool, raw...).")
 def message_send(client, out, stream_id, topic_id, messages, partition_id, messages_key, headers):
@@ -127,14 +128,14 @@ def _strategy(offset, timestamp, first, last, next_) -> PollingStrategy:
 @client_command(message, "poll")
 @click.argument("stream_id", type=ID)
 @click.argument("topic_id", type=ID)
-@click.option("--partition", "-p", "partition_id", type=click.IntRange(0),
+@click.option("--partition", "-p", "partition_id", type=U32,
               help="The partition (default 0; with --consumer-group, the ones the group assigns).")
-@click.option("--offset", type=click.IntRange(0), help="Start at this offset.")
-@click.option("--timestamp", type=click.IntRange(0), help="Start at this time (µs since the epoch).")
+@click.option("--offset", type=U64, help="Start at this offset.")
+@click.option("--timestamp", type=U64, help="Start at this time (µs since the epoch).")
 @click.option("--first", is_flag=True, help="Start at the first message (the default).")
 @click.option("--last", is_flag=True, help="The last COUNT messages.")
 @click.option("--next", "next_", is_flag=True, help="After the consumer's stored offset.")
-@click.option("--count", "-c", type=click.IntRange(1), default=10, show_default=True,
+@click.option("--count", "-c", type=COUNT, default=10, show_default=True,
               help="Messages per poll.")
 @click.option("--consumer", "consumer_id", type=ID, default="headwater-cli", show_default=True)
 @click.option("--consumer-group", "group", is_flag=True,
@@ -187,7 +188,7 @@ def message_poll(client, out, stream_id, topic_id, partition_id, offset, timesta
 @client_command(message, "flush")
 @click.argument("stream_id", type=ID)
 @click.argument("topic_id", type=ID)
-@click.argument("partition_id", type=click.IntRange(0))
+@click.argument("partition_id", type=U32)
 @click.option("--fsync", is_flag=True, help="Also fsync the partition's files.")
 def message_flush(client, out, stream_id, topic_id, partition_id, fsync):
     """Flush a partition's unsaved messages to disk."""
@@ -219,7 +220,7 @@ def client_list(client, out):
 
 
 @client_command(client_group, "get")
-@click.argument("client_id", type=click.IntRange(0))
+@click.argument("client_id", type=U32)
 def client_get(client, out, client_id):
     """Show one connected client and its consumer groups."""
     c = client.call(wsys.GetClient(client_id))

@@ -22,7 +22,7 @@ from ..storage.local import check
 from ..storage.local.lock import DataDirLock, DataDirLocked
 from ..storage.local.metadata import LocalMetadataStore, load_read_only
 from . import messages_view, render
-from .common import EXIT_DATA_DIR, EXIT_SERVER_ERROR, Obj, fail, output_option
+from .common import EXIT_DATA_DIR, EXIT_SERVER_ERROR, U32, U64, Obj, fail, output_option
 
 _DATA_DIR = click.Path(file_okay=False, dir_okay=True, exists=True)
 
@@ -95,8 +95,8 @@ def _find(records: dict, prefix: str, ident: str, what: str) -> dict:
 @click.argument("data_dir", type=_DATA_DIR)
 @click.option("--stream", "stream_id", required=True, help="Stream id or name.")
 @click.option("--topic", "topic_id", required=True, help="Topic id or name.")
-@click.option("--partition", "partition_id", type=click.IntRange(0), required=True)
-@click.option("--from", "from_offset", type=click.IntRange(0), default=0, show_default=True)
+@click.option("--partition", "partition_id", type=U32, required=True)
+@click.option("--from", "from_offset", type=U64, default=0, show_default=True)
 @click.option("--count", "-c", type=click.IntRange(1), help="At most this many messages (default: all).")
 @click.option("--format", "fmt", type=click.Choice(messages_view.FORMATS), default="text", show_default=True)
 @output_option

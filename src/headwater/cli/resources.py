@@ -19,7 +19,7 @@ from ..codec.iggy.commands import streams as ws
 from ..codec.iggy.commands import topics as wt
 from ..codec.iggy.primitives import Consumer
 from . import render
-from .common import ID, EXIT_SERVER_ERROR, client_command, fail
+from .common import COUNT, ID, NAME, U32, U64, EXIT_SERVER_ERROR, client_command, fail
 
 _STREAM_COLUMNS = [
     ("id", lambda s: s.id),
@@ -113,7 +113,7 @@ def stream_get(client, out, stream_id):
 
 
 @client_command(stream, "create")
-@click.argument("name")
+@click.argument("name", type=NAME)
 @_option_flag
 def stream_create(client, out, name, options):
     """Create a stream called NAME."""
@@ -123,7 +123,7 @@ def stream_create(client, out, name, options):
 
 @client_command(stream, "update")
 @click.argument("stream_id", type=ID)
-@click.argument("name")
+@click.argument("name", type=NAME)
 @_option_flag
 def stream_update(client, out, stream_id, name, options):
     """Rename stream STREAM_ID to NAME."""
@@ -186,8 +186,8 @@ def _with_topic_settings(f):
 
 @client_command(topic, "create")
 @click.argument("stream_id", type=ID)
-@click.argument("name")
-@click.option("--partitions", "-p", "partitions_count", type=click.IntRange(0), default=1, show_default=True)
+@click.argument("name", type=NAME)
+@click.option("--partitions", "-p", "partitions_count", type=U32, default=1, show_default=True)
 @_with_topic_settings
 @_option_flag
 def topic_create(client, out, stream_id, name, partitions_count, compression, message_expiry, max_topic_size,
@@ -203,7 +203,7 @@ def topic_create(client, out, stream_id, name, partitions_count, compression, me
 @client_command(topic, "update")
 @click.argument("stream_id", type=ID)
 @click.argument("topic_id", type=ID)
-@click.argument("name")
+@click.argument("name", type=NAME)
 @_with_topic_settings
 @_option_flag
 def topic_update(client, out, stream_id, topic_id, name, compression, message_expiry, max_topic_size, options):
@@ -244,7 +244,7 @@ def _partitions_command(name: str, request_type: type, done: str, doc: str) -> N
     @client_command(partition, name, help=doc)
     @click.argument("stream_id", type=ID)
     @click.argument("topic_id", type=ID)
-    @click.argument("partitions_count", type=click.IntRange(1))
+    @click.argument("partitions_count", type=COUNT)
     def command(client, out, stream_id, topic_id, partitions_count):
         client.call(request_type(stream_id, topic_id, partitions_count))
         render.done(out, f"{partitions_count} partition(s) {done}", stream_id=stream_id, topic_id=topic_id,
@@ -263,8 +263,8 @@ def segment() -> None:
 @client_command(segment, "delete")
 @click.argument("stream_id", type=ID)
 @click.argument("topic_id", type=ID)
-@click.argument("partition_id", type=click.IntRange(0))
-@click.argument("segments_count", type=click.IntRange(1))
+@click.argument("partition_id", type=U32)
+@click.argument("segments_count", type=COUNT)
 def segment_delete(client, out, stream_id, topic_id, partition_id, segments_count):
     """Delete the oldest SEGMENTS_COUNT segments of a partition."""
     client.call(wseg.DeleteSegments(stream_id, topic_id, partition_id, segments_count))
@@ -309,7 +309,7 @@ def group_get(client, out, stream_id, topic_id, group_id):
 @client_command(consumer_group, "create")
 @click.argument("stream_id", type=ID)
 @click.argument("topic_id", type=ID)
-@click.argument("name")
+@click.argument("name", type=NAME)
 def group_create(client, out, stream_id, topic_id, name):
     """Create consumer group NAME on a topic."""
     g = client.call(wg.CreateConsumerGroup(stream_id, topic_id, name))
@@ -339,7 +339,7 @@ _offset_target = [
     click.argument("consumer_id", type=ID),
     click.argument("stream_id", type=ID),
     click.argument("topic_id", type=ID),
-    click.argument("partition_id", type=click.IntRange(0)),
+    click.argument("partition_id", type=U32),
 ]
 
 
@@ -364,7 +364,7 @@ def offset_get(client, out, consumer_id, stream_id, topic_id, partition_id, kind
 
 @client_command(consumer_offset, "set")
 @_with_offset_target
-@click.argument("offset", type=click.IntRange(0))
+@click.argument("offset", type=U64)
 def offset_set(client, out, consumer_id, stream_id, topic_id, partition_id, kind, offset):
     """Store OFFSET as a consumer's offset in a partition."""
     client.call(wo.StoreConsumerOffset(Consumer(_KINDS[kind], consumer_id), stream_id, topic_id, partition_id,

@@ -37,6 +37,7 @@ from starlette.staticfiles import StaticFiles
 from ...codec import batch as batch_codec
 from ...codec.errors import CodecError
 from ...codec.kafka.convert import kafka_user_headers
+from ...codec.kafka.errors import KafkaCodecError
 from ...core import errors
 from ...core.broker import Broker
 from ...core.catalog import Topic
@@ -132,7 +133,9 @@ def build_console(broker: Broker, coordinator: GroupCoordinator | None = None, *
                 return await handler(request, user, checker)
             except Forbidden as e:
                 return c.page(request, "error.html", user, 403, message=str(e))
-            except (errors.BrokerError, CodecError, ValueError) as e:
+            except (errors.BrokerError, CodecError, KafkaCodecError, ValueError, OverflowError) as e:
+                # bad input of any form (a broker refusal, a batch or Kafka-conversion codec error,
+                # an unparsable or out-of-range number): the error page with 400, never a bare 500
                 status = 404 if type(e).__name__.endswith("NotFound") else 400
                 return c.page(request, "error.html", user, status, message=str(e))
 
