@@ -1,10 +1,19 @@
-"""JSON <-> Iggy command and reply dataclasses, for the HTTP REST API: one declarative table.
+"""JSON <-> Iggy command and reply dataclasses, for the HTTP REST API, derived from the declarations.
 
-Each dataclass of :mod:`.commands` that travels over HTTP has a :class:`Shape` in
-:data:`SHAPES`: per field, its JSON name, its *encoding* and where it comes from in a
-request (the JSON body, the URL path, the query string). :func:`load` builds a request
-dataclass from a request's parts and :func:`dump` renders a reply dataclass; both walk
-the table, so no route has a mapping function of its own.
+Nothing here lists a command's fields: :data:`SHAPES` is derived at import from every
+:class:`~.schema.Record` declared under :mod:`.commands` (:func:`shape_of`, which walks the
+fields as :func:`~.schema.iter_fields` does). A field's JSON key is its ``json_name`` or
+its name; its encoding the one its ``json`` names in :data:`ENCODINGS`, else the one its
+wire type implies (:func:`_wire_enc`); a request may leave it out when it has a
+``json_default`` or a dataclass default; ``json="skip"`` keeps it out of the JSON. Where a
+request value comes from (path, query, body) is the route's (``frontends/http/routes.py``,
+see :func:`load`). :func:`load` builds a request dataclass, :func:`dump` renders a reply,
+:func:`unload` is what a client sends.
+
+JSON-only, declared here because the binary has no twin: :data:`FOLDS` (typed topic
+settings of the create/update topic bodies that the binary request keeps in its options
+block), the reply forms of :data:`ENCODINGS` and :data:`WHOLE`, and the message lists of
+send and poll (the binary carries a batch, not fields).
 
 The encodings are Iggy's serde forms (apache/iggy ``core/common``, SDK 0.11.0):
 
@@ -19,6 +28,7 @@ encoding           JSON form
 ``BASE64``         bytes as standard base64 (payloads, partitioning values, header values)
 ``USER_STATUS``    ``"active"`` (1) / ``"inactive"`` (2)
 ``COMPRESSION``    ``"none"`` (1) / ``"gzip"`` (2)
+``POLLING_KIND``   ``"offset"``, ``"timestamp"``, ``"first"``, ``"last"``, ``"next"``
 ``PERMISSIONS``    ``{"global": {...10 flags}, "streams": {"<id>": {...6 flags, "topics":
                    {"<id>": {...4 flags}} | null}} | null}``
 ``OPTIONS``        an options block as ``{"key": {"value": "<text>", "explicit": bool}}``
