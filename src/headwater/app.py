@@ -103,7 +103,7 @@ class App:
         made = {b.name: self._listener(b, iggy) for b in bound if b.name != "iggy-http"}
         for b in bound:  # the HTTP app last: the console shows the Kafka front-end's groups
             if b.name == "iggy-http":
-                made[b.name] = self._http_listener(b)
+                made[b.name] = self._http_listener(b, iggy)
         self.listeners.extend(made[b.name] for b in bound)
         for b, listener in zip(bound, self.listeners):
             try:
@@ -133,12 +133,14 @@ class App:
             counts[listener.transport] = counts.get(listener.transport, 0) + listener.connection_count
         return counts
 
-    def _http_listener(self, b: BoundListener) -> HttpListener:
-        """Iggy's REST API, with ``/metrics`` and ``/console`` (frontends/operator.py) on it."""
+    def _http_listener(self, b: BoundListener, iggy: IggyFrontend) -> HttpListener:
+        """Iggy's REST API, with ``/metrics`` and ``/console`` (frontends/operator.py) on it;
+        it shares ``iggy.node_ports`` (GET /cluster/metadata lists the bound ports)."""
         cfg = self.config
         coordinator = self._kafka.groups.coordinator if self._kafka is not None else None
         http_app = build_http_app(self.broker, cfg.http, data_dir=cfg.system.data_dir, tcp=cfg.tcp,
                                   extra_routes=operator_routes(self.broker, cfg.http, coordinator))
+        http_app.state.frontend.node_ports = iggy.node_ports
         return HttpListener(b.name, b.host, b.port, http_app, cfg.http, b.sockets, b.tls)
 
     def _listener(self, b: BoundListener, iggy: IggyFrontend):

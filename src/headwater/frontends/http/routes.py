@@ -145,6 +145,7 @@ class HttpFrontend:
         self.data_dir = data_dir
         self.tokens = tokens
         self.hashing = asyncio.Semaphore(hashing_slots)
+        self.node_ports: dict[str, int] = {}  # each transport's bound port (the app shares the TCP one's)
 
 
 async def read_json(request: Request) -> Any:
