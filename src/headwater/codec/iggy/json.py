@@ -355,14 +355,13 @@ PARTITIONING = Enc("partitioning", _dump_partitioning, _load_partitioning)
 # one its wire type implies (the default of each wire type is in :func:`_wire_enc`).
 
 _TRANSPORT = _named({1: "tcp", 2: "quic", 3: "http", 4: "websocket"}, "transport")
-NO_USER_ID = 0xFFFFFFFF
 
 
-def _sentinel_is_null(sentinel: int, bits: int) -> Enc:
+def _sentinel_is_null(name: str, sentinel: int, bits: int) -> Enc:
     """Iggy's ``Option<u..>`` where the binary form spells None as ``sentinel``."""
     load = _int_loader(bits)
     return Enc(
-        f"u{bits}, {sentinel} = null",
+        name,
         lambda v: None if v in (None, sentinel) else v,
         lambda v, n: sentinel if v is None else load(v, n),
     )
@@ -399,13 +398,13 @@ ENCODINGS: dict[str, Enc] = {
         USER_STATUS,
         COMPRESSION,
         _TRANSPORT,
+        _sentinel_is_null("zero is null", 0, 64),  # PAT expiry_at, server semver: 0 = absent
+        _sentinel_is_null("no user is null", system.NO_USER_ID, 32),  # a client before login
         _reply_only("cache metrics", _dump_cache_metrics),
         _reply_only("cluster nodes", lambda ns: [_dump_node(n) for n in ns]),
     )
 }
 """The encodings a declaration can name with ``Field(json=...)``, by name."""
-ENCODINGS["zero is null"] = _sentinel_is_null(0, 64)  # PAT expiry_at, server semver: 0 = absent
-ENCODINGS["no user is null"] = _sentinel_is_null(NO_USER_ID, 32)  # a client before login
 
 SKIP = "skip"
 """``Field(json=SKIP)``: the field is not in Iggy's JSON (load leaves the dataclass default)."""

@@ -6,8 +6,10 @@ The binary decoder and encoder are derived from that description: declaring
 a record compiles Python source for its reader, decoder and packer (runs of
 fixed-size numbers become one ``struct``; see ``Record.source``), returned
 by :meth:`Record.codec`. Other mappings are derived from the same
-declaration: the JSON names and encodings carried on each field (for the
-HTTP API), the value walker (:func:`iter_fields`) and the byte inspector
+declaration: the JSON mapping of the HTTP API (``codec/iggy/json.py``
+derives each record's JSON shape from its fields, their wire types and the
+``json_name`` / ``json`` / ``json_default`` a field carries where Iggy's JSON
+differs), the value walker (:func:`iter_fields`) and the byte inspector
 (:func:`walk`, :func:`render`). Kafka's JSON message schemas drive kio's
 codecs the same way.
 

@@ -181,3 +181,42 @@ def test_poll_reply_renders_every_frame():
     assert [m["header"]["origin_timestamp"] for m in out["messages"]] == [100, 150]
     assert base64.b64decode(out["messages"][1]["payload"]) == b"bc"
     assert out["messages"][1]["user_headers"][0]["key"] == {"kind": "string", "value": base64.b64encode(b"k").decode()}
+
+
+
+def test_shapes_are_derived_from_the_declarations():
+    """Every declared record has a shape whose JSON keys are its fields' ``json_key`` in wire
+    order (a polling strategy flattened into kind and value), without ``json="skip"`` fields."""
+    from headwater.codec.iggy import schema
+
+    batches = {cls for cls, r in schema.RECORDS.items() if any(f.type is schema.BATCH for f in r.fields)}
+    assert set(ij.SHAPES) == set(schema.RECORDS) - batches and M.SendMessages in batches
+    for cls, shape in ij.SHAPES.items():
+        expected = []
+        for f in schema.RECORDS[cls].fields:
+            if f.json != ij.SKIP and f.computed is None:
+                expected += ["kind", "value"] if f.type is schema.POLLING_STRATEGY else [f.json_key]
+        assert [f.key for f in shape.fields] == expected, cls
+    assert "ack" not in ij.unload(O.StoreConsumerOffset(Consumer(ConsumerKind.CONSUMER, 1), 1, 2, None, 3))[0]
+
+
+def test_a_declaration_says_the_json_name_encoding_and_default(monkeypatch):
+    from headwater.codec.iggy import schema
+
+    @dataclasses.dataclass(frozen=True)
+    class Probe:
+        size_bytes: int
+        status: int
+        secret: int = 5
+
+    monkeypatch.setattr(schema, "RECORDS", dict(schema.RECORDS))  # keep the probe out of the registry
+    record = schema.Record(Probe, [schema.Field("size_bytes", schema.U64, json_name="size"),
+                                   schema.Field("status", schema.U8, json="user status", json_default=2),
+                                   schema.Field("secret", schema.U8, json="skip")])
+    monkeypatch.setitem(ij.SHAPES, Probe, ij.shape_of(record))
+    assert ij.dump(Probe(7, 1, 9)) == {"size": 7, "status": "active"}
+    assert ij.load(Probe, body={"size": 7, "secret": 1}) == Probe(7, 2, 5)
+    assert ij.load(Probe, body={"size": "7", "status": "inactive"}) == Probe(7, 2)
+    with pytest.raises(ij.InvalidJson) as e:
+        ij.load(Probe, body={"status": "active"})
+    assert e.value.field == "size"
