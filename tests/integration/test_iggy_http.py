@@ -432,7 +432,7 @@ def test_unloadable_tls_key_is_a_one_line_start_error(tmp_path):
     p = subprocess.run(
         [sys.executable, "-m", "headwater", "serve", "--data-dir", str(tmp_path / "data"),
          "--tcp-address", f"127.0.0.1:{free_port()}", "--kafka-address", f"127.0.0.1:{free_port()}",
-         "--http-address", "127.0.0.1:0"],
+         "--http-address", "127.0.0.1:0", "--quic-address", "127.0.0.1:0", "--websocket-address", "127.0.0.1:0"],
         capture_output=True, text=True, timeout=60, env=env,
     )
     lines = p.stderr.strip().splitlines()

@@ -1,10 +1,19 @@
-"""JSON <-> Iggy command and reply dataclasses, for the HTTP REST API: one declarative table.
+"""JSON <-> Iggy command and reply dataclasses, for the HTTP REST API, derived from the declarations.
 
-Each dataclass of :mod:`.commands` that travels over HTTP has a :class:`Shape` in
-:data:`SHAPES`: per field, its JSON name, its *encoding* and where it comes from in a
-request (the JSON body, the URL path, the query string). :func:`load` builds a request
-dataclass from a request's parts and :func:`dump` renders a reply dataclass; both walk
-the table, so no route has a mapping function of its own.
+Nothing here lists a command's fields: :data:`SHAPES` is derived at import from every
+:class:`~.schema.Record` declared under :mod:`.commands` (:func:`shape_of`, which walks the
+fields as :func:`~.schema.iter_fields` does). A field's JSON key is its ``json_name`` or
+its name; its encoding the one its ``json`` names in :data:`ENCODINGS`, else the one its
+wire type implies (:func:`_wire_enc`); a request may leave it out when it has a
+``json_default`` or a dataclass default; ``json="skip"`` keeps it out of the JSON. Where a
+request value comes from (path, query, body) is the route's (``frontends/http/routes.py``,
+see :func:`load`). :func:`load` builds a request dataclass, :func:`dump` renders a reply,
+:func:`unload` is what a client sends.
+
+JSON-only, declared here because the binary has no twin: :data:`FOLDS` (typed topic
+settings of the create/update topic bodies that the binary request keeps in its options
+block), the reply forms of :data:`ENCODINGS` and :data:`WHOLE`, and the message lists of
+send and poll (the binary carries a batch, not fields).
 
 The encodings are Iggy's serde forms (apache/iggy ``core/common``, SDK 0.11.0):
 
@@ -19,6 +28,7 @@ encoding           JSON form
 ``BASE64``         bytes as standard base64 (payloads, partitioning values, header values)
 ``USER_STATUS``    ``"active"`` (1) / ``"inactive"`` (2)
 ``COMPRESSION``    ``"none"`` (1) / ``"gzip"`` (2)
+``POLLING_KIND``   ``"offset"``, ``"timestamp"``, ``"first"``, ``"last"``, ``"next"``
 ``PERMISSIONS``    ``{"global": {...10 flags}, "streams": {"<id>": {...6 flags, "topics":
                    {"<id>": {...4 flags}} | null}} | null}``
 ``OPTIONS``        an options block as ``{"key": {"value": "<text>", "explicit": bool}}``
@@ -36,12 +46,13 @@ import binascii
 import dataclasses
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Collection, Mapping
 
 from .. import headers as tlv
 from ..errors import InvalidFormat
 from .codes import ConsumerKind, PartitioningKind, PollingKind
-from .commands import groups, messages, offsets, partitions, segments, streams, system, tokens, topics, users
+from . import schema
+from .commands import messages, system, topics  # importing .commands declares every record
 from .primitives import (
     Consumer,
     GlobalPermissions,
@@ -92,7 +103,7 @@ def _uint(bits: int) -> Enc:
     return Enc(f"u{bits}", int, _int_loader(bits))
 
 
-U8, U32, U64, U128 = _uint(8), _uint(32), _uint(64), _uint(128)
+U8, U16, U32, U64, U128 = _uint(8), _uint(16), _uint(32), _uint(64), _uint(128)
 TIMESTAMP_US = Enc("timestamp_us", int, _int_loader(64))
 EXPIRY_US = Enc("expiry_us", int, _int_loader(64))
 
@@ -338,309 +349,29 @@ def _load_partitioning(value: Any, name: str) -> Partitioning:
 PARTITIONING = Enc("partitioning", _dump_partitioning, _load_partitioning)
 
 
-# --------------------------------------------------------------------------- the table
+# --------------------------------------------------------------------------- reply-only forms
+#
+# Encodings a declaration names with ``Field(json=...)`` where Iggy's serde form is not the
+# one its wire type implies (the default of each wire type is in :func:`_wire_enc`).
 
-BODY, PATH, QUERY = "body", "path", "query"
-_MISSING: Any = type("_Missing", (), {"__repr__": lambda self: "MISSING"})()
-
-
-@dataclass(frozen=True)
-class F:
-    """One field: dataclass attribute ``attr`` as JSON ``json`` (default: the same name) with
-    encoding ``enc``, read from ``source`` in a request. ``compute`` derives a reply-only
-    field from the object (``attr`` None). Two fields may share an ``attr`` (a consumer or
-    polling strategy flattened into the query, Iggy's ``#[serde(flatten)]``): :func:`load`
-    joins them."""
-
-    attr: str | None
-    enc: Enc
-    json: str | None = None
-    source: str = BODY
-    compute: Callable[[Any], Any] | None = None
-    default: Any = _MISSING
-
-    @property
-    def key(self) -> str:
-        return self.json or self.attr or ""
-
-
-@dataclass(frozen=True)
-class Shape:
-    """The JSON of one dataclass. ``fold`` maps extra JSON body fields into the options
-    block: ``json name -> (option key, header kind, encoding, value meaning "unset")``."""
-
-    cls: type
-    fields: tuple[F, ...]
-    fold: Mapping[str, tuple[str, int, Enc, Any]] = field(default_factory=dict)
-    composite: Mapping[str, tuple[Callable[..., Any], Callable[[Any], tuple]]] = field(default_factory=dict)
-    """``attr -> (join, split)`` for an attribute spread over several JSON fields: ``join(*values)``
-    builds it from its fields' values in table order, ``split(value)`` gives them back."""
-
-
-def _p(attr: str, enc: Enc = IDENTIFIER) -> F:
-    return F(attr, enc, source=PATH)
-
-
-_TOPIC_FOLD = {
-    "compression_algorithm": ("compression_algorithm", int(tlv.Kind.STRING), COMPRESSION, None),
-    "message_expiry": ("message_expiry", int(tlv.Kind.UINT64), EXPIRY_US, 0),
-    "max_topic_size": ("max_topic_size", int(tlv.Kind.UINT64), BYTE_SIZE, 0),
-}
-
-# consumer (kind is not in Iggy's HTTP JSON: ``Consumer.kind`` is ``#[serde(skip)]``, so every
-# HTTP consumer is a single consumer) and polling strategy are flattened into the query.
-_CONSUMER = F("consumer", IDENTIFIER, json="consumer_id", source=QUERY, default=1)
-_STRATEGY_KIND = F("strategy", POLLING_KIND, json="kind", source=QUERY, default=int(PollingKind.OFFSET))
-_STRATEGY_VALUE = F("strategy", U64, json="value", source=QUERY, default=0)
-
-SHAPES: dict[type, Shape] = {}
-
-
-def _shape(cls: type, *fields: F, fold: Mapping | None = None, composite: Mapping | None = None) -> None:
-    SHAPES[cls] = Shape(cls, fields, fold or {}, composite or {})
-
-
-_SINGLE_CONSUMER = {"consumer": (lambda ident: Consumer(ConsumerKind.CONSUMER, ident), lambda c: (c.id,))}
-_POLL_COMPOSITE = {
-    **_SINGLE_CONSUMER,
-    "strategy": (lambda kind, value: PollingStrategy(PollingKind(kind), value), lambda p: (int(p.kind), p.value)),
-}
-
-
-# ---- requests
-_shape(system.GetClient, _p("client_id", U32))
-_shape(streams.GetStream, _p("stream_id"))
-_shape(streams.CreateStream, F("name", STR), F("options", OPTIONS, default=b""))
-_shape(streams.UpdateStream, _p("stream_id"), F("name", STR), F("options", OPTIONS, default=b""))
-_shape(streams.DeleteStream, _p("stream_id"))
-_shape(streams.PurgeStream, _p("stream_id"))
-_shape(topics.GetTopic, _p("stream_id"), _p("topic_id"))
-_shape(topics.GetTopics, _p("stream_id"))
-_shape(
-    topics.CreateTopic,
-    _p("stream_id"),
-    F("partitions_count", U32, default=1),
-    F("name", STR),
-    F("options", OPTIONS, default=b""),
-    fold=_TOPIC_FOLD,
-)
-_shape(topics.UpdateTopic, _p("stream_id"), _p("topic_id"), F("name", STR), F("options", OPTIONS, default=b""), fold=_TOPIC_FOLD)
-_shape(topics.DeleteTopic, _p("stream_id"), _p("topic_id"))
-_shape(topics.PurgeTopic, _p("stream_id"), _p("topic_id"))
-_shape(partitions.CreatePartitions, _p("stream_id"), _p("topic_id"), F("partitions_count", U32))
-_shape(partitions.DeletePartitions, _p("stream_id"), _p("topic_id"), F("partitions_count", U32, source=QUERY))
-_shape(segments.DeleteSegments, _p("stream_id"), _p("topic_id"), _p("partition_id", U32), F("segments_count", U32, source=QUERY))
-_shape(groups.GetConsumerGroup, _p("stream_id"), _p("topic_id"), _p("group_id"))
-_shape(groups.GetConsumerGroups, _p("stream_id"), _p("topic_id"))
-_shape(groups.CreateConsumerGroup, _p("stream_id"), _p("topic_id"), F("name", STR))
-_shape(groups.DeleteConsumerGroup, _p("stream_id"), _p("topic_id"), _p("group_id"))
-_shape(
-    offsets.GetConsumerOffset,
-    _CONSUMER,
-    _p("stream_id"),
-    _p("topic_id"),
-    F("partition_id", optional(U32), source=QUERY, default=None),
-    composite=_SINGLE_CONSUMER,
-)
-_shape(
-    offsets.StoreConsumerOffset,
-    F("consumer", IDENTIFIER, json="consumer_id", default=1),
-    _p("stream_id"),
-    _p("topic_id"),
-    F("partition_id", optional(U32), default=None),
-    F("offset", U64),
-    composite=_SINGLE_CONSUMER,
-)
-_shape(
-    offsets.DeleteConsumerOffset,
-    F("consumer", IDENTIFIER, json="consumer_id", source=PATH),
-    _p("stream_id"),
-    _p("topic_id"),
-    F("partition_id", optional(U32), source=QUERY, default=None),
-    composite=_SINGLE_CONSUMER,
-)
-_shape(
-    messages.PollMessages,
-    _CONSUMER,
-    _p("stream_id"),
-    _p("topic_id"),
-    F("partition_id", optional(U32), source=QUERY, default=0),
-    _STRATEGY_KIND,
-    _STRATEGY_VALUE,
-    F("count", U32, source=QUERY, default=10),
-    F("auto_commit", BOOL, source=QUERY, default=False),
-    composite=_POLL_COMPOSITE,
-)
-_shape(messages.FlushUnsavedBuffer, _p("stream_id"), _p("topic_id"), _p("partition_id", U32), _p("fsync", BOOL))
-_shape(
-    users.CreateUser,
-    F("username", STR),
-    F("password", STR),
-    F("status", USER_STATUS, default=1),
-    F("permissions", optional(PERMISSIONS), default=None),
-)
-_shape(users.GetUser, _p("user_id"))
-_shape(users.DeleteUser, _p("user_id"))
-_shape(
-    users.UpdateUser,
-    _p("user_id"),
-    F("username", optional(STR), default=None),
-    F("status", optional(USER_STATUS), default=None),
-    F("options", OPTIONS, default=b""),
-)
-_shape(users.UpdatePermissions, _p("user_id"), F("permissions", optional(PERMISSIONS), default=None))
-_shape(users.ChangePassword, _p("user_id"), F("current_password", STR), F("new_password", STR))
-_shape(
-    users.LoginUser,
-    F("username", STR),
-    F("password", STR),
-    F("version", optional(STR), default=None),
-    F("context", optional(STR), default=None),
-)
-_shape(tokens.CreatePersonalAccessToken, F("name", STR), F("expiry", EXPIRY_US, default=0))
-_shape(tokens.DeletePersonalAccessToken, _p("name", STR))
-_shape(tokens.LoginWithPersonalAccessToken, F("token", STR))
-
-# ---- replies
-_shape(
-    topics.PartitionInfo,
-    F("id", U32),
-    F("created_at", TIMESTAMP_US),
-    F("segments_count", U32),
-    F("current_offset", U64),
-    F("size_bytes", BYTE_SIZE, json="size"),
-    F("messages_count", U64),
-)
-_IDENTITY = (F("id", U32), F("created_at", TIMESTAMP_US), F("name", STR), F("size_bytes", BYTE_SIZE, json="size"))
-_TOPIC_COMMON = (
-    *_IDENTITY,
-    F("message_expiry", EXPIRY_US),
-    F("compression_algorithm", COMPRESSION),
-    F("max_topic_size", BYTE_SIZE),
-    F("messages_count", U64),
-)
-
-
-def _all_options(t: Any) -> dict[str, Any]:
-    return {**_dump_options(t.derived_options, explicit=False), **_dump_options(t.options)}
-
-
-_shape(
-    topics.TopicInfo,
-    *_TOPIC_COMMON,
-    F("partitions_count", U32),
-    F(None, OPTIONS, json="options", compute=_all_options),
-)
-_shape(
-    topics.TopicDetails,
-    *_TOPIC_COMMON,
-    F(None, U32, json="partitions_count", compute=lambda t: len(t.partitions)),
-    F("partitions", array(nested(topics.PartitionInfo))),
-    F(None, OPTIONS, json="options", compute=_all_options),
-)
-_STREAM_COMMON = (*_IDENTITY, F("messages_count", U64))
-_shape(streams.StreamInfo, *_STREAM_COMMON, F("topics_count", U32), F("options", OPTIONS, default=b""))
-_shape(
-    streams.StreamDetails,
-    *_STREAM_COMMON,
-    F(None, U32, json="topics_count", compute=lambda s: len(s.topics)),
-    F("topics", array(nested(topics.TopicInfo))),
-    F("options", OPTIONS, default=b""),
-)
-_shape(groups.ConsumerGroupInfo, F("id", U32), F("name", STR), F("partitions_count", U32), F("members_count", U32))
-_shape(
-    groups.ConsumerGroupMember,
-    F("id", U32),
-    F(None, U32, json="partitions_count", compute=lambda m: len(m.partitions)),
-    F("partitions", array(U32)),
-)
-_shape(
-    groups.ConsumerGroupDetails,
-    F("id", U32),
-    F("name", STR),
-    F("partitions_count", U32),
-    F(None, U32, json="members_count", compute=lambda g: len(g.members)),
-    F("members", array(nested(groups.ConsumerGroupMember))),
-)
-_shape(offsets.ConsumerOffsetInfo, F("partition_id", U32), F("current_offset", U64), F("stored_offset", U64))
-_shape(
-    users.UserInfo,
-    F("id", U32),
-    F("created_at", TIMESTAMP_US),
-    F("status", USER_STATUS),
-    F("username", STR),
-    F("options", OPTIONS, default=b""),
-)
-_shape(
-    users.UserDetails,
-    F("id", U32),
-    F("created_at", TIMESTAMP_US),
-    F("status", USER_STATUS),
-    F("username", STR),
-    F("permissions", optional(PERMISSIONS)),
-    F("options", OPTIONS, default=b""),
-)
-_shape(tokens.RawPersonalAccessToken, F("token", STR))
-_shape(
-    tokens.PersonalAccessTokenInfo,
-    F("name", STR),
-    # Iggy: ``expiry_at: Option<IggyTimestamp>``; the binary 0 means "never" -> null
-    F("expiry_at", Enc("optional timestamp", lambda v: v or None, lambda v, n: 0 if v is None else _int_loader(64)(v, n))),
-)
-_shape(messages.SendConfirmation, F("stream_id", U32), F("topic_id", U32), F("partition_id", U32), F("base_offset", U64))
-_shape(system.ClientGroupRef, F("stream_id", U32), F("topic_id", U32), F("group_id", U32))
 _TRANSPORT = _named({1: "tcp", 2: "quic", 3: "http", 4: "websocket"}, "transport")
-_CLIENT_COMMON = (
-    F("client_id", U32),
-    F("user_id", Enc("optional user id", lambda v: v if v not in (None, 0xFFFFFFFF) else None, lambda v, n: 0xFFFFFFFF if v is None else _int_loader(32)(v, n))),
-    F("address", STR),
-    F("transport", _TRANSPORT),
-)
-_shape(system.ClientInfo, *_CLIENT_COMMON, F("consumer_groups_count", U32))
-_shape(
-    system.ClientDetails,
-    *_CLIENT_COMMON,
-    F(None, U32, json="consumer_groups_count", compute=lambda c: len(c.consumer_groups)),
-    F("consumer_groups", array(nested(system.ClientGroupRef))),
-)
-_shape(
-    system.Stats,
-    F("process_id", U32),
-    F("cpu_usage", F32),
-    F("total_cpu_usage", F32),
-    F("memory_usage", BYTE_SIZE),
-    F("total_memory", BYTE_SIZE),
-    F("available_memory", BYTE_SIZE),
-    F("run_time", U64),  # IggyDuration: u64 µs
-    F("start_time", TIMESTAMP_US),
-    F("read_bytes", BYTE_SIZE),
-    F("written_bytes", BYTE_SIZE),
-    F("messages_size_bytes", BYTE_SIZE),
-    F("streams_count", U32),
-    F("topics_count", U32),
-    F("partitions_count", U32),
-    F("segments_count", U32),
-    F("messages_count", U64),
-    F("clients_count", U32),
-    F("consumer_groups_count", U32),
-    F("hostname", STR),
-    F("os_name", STR),
-    F("os_version", STR),
-    F("kernel_version", STR),
-    F("iggy_server_version", STR),
-    F("iggy_server_semver", Enc("optional u32", lambda v: v or None, lambda v, n: 0 if v is None else _int_loader(32)(v, n))),
-    F(
-        "cache_metrics",
-        Enc(
-            "cache metrics",
-            lambda ms: {f"{m.stream_id}-{m.topic_id}-{m.partition_id}": {"hits": m.hits, "misses": m.misses, "hit_ratio": m.hit_ratio} for m in ms},
-            lambda v, n: (),
-        ),
-    ),
-    F("threads_count", U32),
-    F("free_disk_space", BYTE_SIZE),
-    F("total_disk_space", BYTE_SIZE),
-)
+
+
+def _sentinel_is_null(name: str, sentinel: int, bits: int) -> Enc:
+    """Iggy's ``Option<u..>`` where the binary form spells None as ``sentinel``."""
+    load = _int_loader(bits)
+    return Enc(
+        name,
+        lambda v: None if v in (None, sentinel) else v,
+        lambda v, n: sentinel if v is None else load(v, n),
+    )
+
+
+def _dump_cache_metrics(ms: tuple) -> dict[str, dict[str, Any]]:
+    return {f"{m.stream_id}-{m.topic_id}-{m.partition_id}": {"hits": m.hits, "misses": m.misses, "hit_ratio": m.hit_ratio} for m in ms}
+
+
+_NODE_STATUS = ("healthy", "starting", "stopping", "unreachable", "maintenance")
 
 
 def _dump_node(n: system.ClusterNode) -> dict[str, Any]:
@@ -649,11 +380,166 @@ def _dump_node(n: system.ClusterNode) -> dict[str, Any]:
         "ip": n.ip,
         "endpoints": {"tcp": n.tcp_port, "quic": n.quic_port, "http": n.http_port, "websocket": n.websocket_port},
         "role": "leader" if n.role == 0 else "follower",
-        "status": ("healthy", "starting", "stopping", "unreachable", "maintenance")[n.status] if n.status < 5 else "unreachable",
+        "status": _NODE_STATUS[n.status] if n.status < len(_NODE_STATUS) else "unreachable",
     }
 
 
-_shape(system.ClusterMetadata, F("name", STR), F("nodes", Enc("nodes", lambda ns: [_dump_node(n) for n in ns], lambda v, n: ())))
+def _reply_only(name: str, dump_fn: Callable[[Any], Any]) -> Enc:
+    """A form only replies use (nothing loads it): loading gives the empty value."""
+    return Enc(name, dump_fn, lambda v, n: ())
+
+
+ENCODINGS: dict[str, Enc] = {
+    e.name: e
+    for e in (
+        TIMESTAMP_US,
+        EXPIRY_US,
+        BYTE_SIZE,
+        USER_STATUS,
+        COMPRESSION,
+        _TRANSPORT,
+        _sentinel_is_null("zero is null", 0, 64),  # PAT expiry_at, server semver: 0 = absent
+        _sentinel_is_null("no user is null", system.NO_USER_ID, 32),  # a client before login
+        _reply_only("cache metrics", _dump_cache_metrics),
+        _reply_only("cluster nodes", lambda ns: [_dump_node(n) for n in ns]),
+    )
+}
+"""The encodings a declaration can name with ``Field(json=...)``, by name."""
+
+SKIP = "skip"
+"""``Field(json=SKIP)``: the field is not in Iggy's JSON (load leaves the dataclass default)."""
+
+WHOLE: dict[str, Callable[[Any], Any]] = {
+    # a topic's JSON ``options`` is its client-set options and the resolved defaults
+    # (``derived_options``, declared ``json="skip"``) in one object, the latter not explicit
+    "topic options": lambda t: {**_dump_options(t.derived_options, explicit=False), **_dump_options(t.options)},
+}
+"""Reply encodings computed from the whole record rather than the field's own value."""
+
+
+# --------------------------------------------------------------------------- derived shapes
+
+_MISSING: Any = type("_Missing", (), {"__repr__": lambda self: "MISSING"})()
+
+
+@dataclass(frozen=True)
+class F:
+    """One JSON field of a :class:`Shape`: dataclass attribute ``attr`` as JSON ``key`` with
+    encoding ``enc``; ``default`` when a request leaves it out (else it is required).
+    ``get`` reads its value from a reply object (a count field: the length of its list,
+    ``attr`` None). Two fields may share an ``attr`` (a polling strategy flattened into
+    ``kind`` and ``value``, Iggy's ``#[serde(flatten)]``): :func:`load` joins them."""
+
+    attr: str | None
+    enc: Enc
+    key: str
+    default: Any = _MISSING
+    get: Callable[[Any], Any] | None = None
+
+
+@dataclass(frozen=True)
+class Shape:
+    """The JSON of one dataclass, derived from its declaration (:func:`shape_of`).
+
+    ``composite``: ``attr -> (join, split)`` for an attribute spread over several JSON
+    fields or wrapped (a consumer is only its id): ``join(*values)`` builds it from its
+    fields' values in order, ``split(value)`` gives them back. ``fold``: JSON-only body
+    fields kept in the options block, ``json name -> (header kind, encoding, "unset")``."""
+
+    cls: type
+    fields: tuple[F, ...]
+    composite: Mapping[str, tuple[Callable[..., Any], Callable[[Any], tuple]]] = field(default_factory=dict)
+    fold: Mapping[str, tuple[int, Enc, Any]] = field(default_factory=dict)
+
+
+# Iggy's HTTP bodies of CreateTopic / UpdateTopic carry topic settings as typed fields that
+# the binary request carries in its options block: JSON only, so declared here.
+_TOPIC_FOLD = {
+    "compression_algorithm": (int(tlv.Kind.STRING), COMPRESSION, None),
+    "message_expiry": (int(tlv.Kind.UINT64), EXPIRY_US, 0),
+    "max_topic_size": (int(tlv.Kind.UINT64), BYTE_SIZE, 0),
+}
+FOLDS: dict[type, Mapping[str, tuple[int, Enc, Any]]] = {topics.CreateTopic: _TOPIC_FOLD, topics.UpdateTopic: _TOPIC_FOLD}
+
+# A consumer over HTTP is its id only (``Consumer.kind`` is ``#[serde(skip)]``): a single
+# consumer. A polling strategy is flattened into ``kind`` and ``value``.
+_COMPOSITE: dict[schema.WireType, tuple[tuple[tuple[str, Enc], ...], Callable[..., Any], Callable[[Any], tuple]]] = {
+    schema.CONSUMER: ((("", IDENTIFIER),), lambda ident: Consumer(ConsumerKind.CONSUMER, ident), lambda c: (c.id,)),
+    schema.POLLING_STRATEGY: (
+        (("kind", POLLING_KIND), ("value", U64)),
+        lambda kind, value: PollingStrategy(PollingKind(kind), value),
+        lambda p: (int(p.kind), p.value),
+    ),
+}
+_BY_TYPE: dict[schema.WireType, Enc] = {
+    schema.U8: U8, schema.U16: U16, schema.U32: U32, schema.U64: U64, schema.U128: U128,
+    schema.F32: F32, schema.FLAG: BOOL, schema.IDENTIFIER: IDENTIFIER,
+    schema.NAME: STR, schema.STR8: STR, schema.STR32: STR, schema.BYTES32: BASE64,
+    schema.OPTIONS: OPTIONS, schema.REST: OPTIONS, schema.OPTIONAL_PARTITION: optional(U32),
+    schema.PARTITIONING: PARTITIONING, schema.PERMISSIONS: PERMISSIONS,
+}
+
+
+def _wire_enc(t: schema.WireType, name: str | None) -> Enc:
+    """The JSON encoding of wire type ``t``: the one ``name`` names (``Field.json``), else
+    the default its wire type implies. Raises TypeError for a type with no JSON form."""
+    if isinstance(t, (schema.Optional, schema.NoneIfEmpty)):
+        return optional(_wire_enc(t.inner, name))
+    if isinstance(t, schema.Sized):
+        return _wire_enc(t.inner, name)
+    if name is not None:
+        return ENCODINGS[name]
+    if isinstance(t, schema.Enum):
+        return _BY_TYPE[t.inner]
+    if isinstance(t, schema.Record):
+        return nested(t.cls)
+    if isinstance(t, schema.ListOf):
+        return array(_wire_enc(t.item, None))
+    if t in _BY_TYPE:
+        return _BY_TYPE[t]
+    raise TypeError(f"{t.label} has no JSON form")
+
+
+def _default(record: schema.Record, f: schema.Field) -> Any:
+    if f.json_default is not ...:
+        return f.json_default
+    dc = next(x for x in dataclasses.fields(record.cls) if x.name == f.name)
+    return _MISSING if dc.default is dataclasses.MISSING else dc.default
+
+
+def shape_of(record: schema.Record) -> Shape:
+    """The JSON of a declared record, walked like :func:`..schema.iter_fields`: one
+    :class:`F` per field but those declared ``json="skip"`` or computed on the wire,
+    named ``json_name`` or the field's name, encoded as ``json`` names or as its wire
+    type implies; a count field (``count_of``) is the length of its list."""
+    fields: list[F] = []
+    composite = {}
+    for f in record.fields:
+        if f.json == SKIP or f.computed is not None:
+            continue
+        if f.count_of is not None:
+            fields.append(F(None, _BY_TYPE[f.type], f.json_key, get=lambda o, n=f.count_of: len(getattr(o, n))))
+        elif f.type in _COMPOSITE:
+            parts, join, split = _COMPOSITE[f.type]
+            default = _default(record, f)
+            defaults = split(default) if default is not _MISSING else [_MISSING] * len(parts)
+            for (key, enc), d in zip(parts, defaults):
+                fields.append(F(f.name, enc, key or f.json_key, d))
+            composite[f.name] = (join, split)
+        elif f.json in WHOLE:
+            fields.append(F(f.name, Enc(f.json, lambda v: v, _load_options), f.json_key, get=WHOLE[f.json]))
+        else:
+            fields.append(F(f.name, _wire_enc(f.type, f.json), f.json_key, _default(record, f)))
+    return Shape(record.cls, tuple(fields), composite, FOLDS.get(record.cls, {}))
+
+
+SHAPES: dict[type, Shape] = {
+    cls: shape_of(record)
+    for cls, record in schema.RECORDS.items()
+    # a batch travels as Iggy's message list (below), not as fields
+    if not any(f.type is schema.BATCH for f in record.fields)
+}
+"""The JSON shape of every declared dataclass, derived at import."""
 
 
 # --------------------------------------------------------------------------- load / dump
@@ -663,12 +549,10 @@ def dump(obj: Any) -> Any:
     """A reply dataclass (or a list/tuple of them) -> its JSON value, by :data:`SHAPES`."""
     if isinstance(obj, (list, tuple)):
         return [dump(o) for o in obj]
-    shape = SHAPES[type(obj)]
-    out: dict[str, Any] = {}
-    for f in shape.fields:
-        value = f.compute(obj) if f.compute is not None else getattr(obj, f.attr)  # type: ignore[arg-type]
-        out[f.key] = f.enc.dump(value) if f.compute is None or f.enc is not OPTIONS else value
-    return out
+    return {
+        f.key: f.enc.dump(f.get(obj) if f.get is not None else getattr(obj, f.attr))  # type: ignore[arg-type]
+        for f in SHAPES[type(obj)].fields
+    }
 
 
 def _load_object(cls: type, value: Any, name: str) -> Any:
@@ -684,21 +568,25 @@ def load(
     path: Mapping[str, str] | None = None,
     query: Mapping[str, str] | None = None,
 ) -> Any:
-    """Build a ``cls`` dataclass from a request's JSON ``body``, ``path`` parameters and
-    ``query`` parameters, by :data:`SHAPES`. Raises :class:`InvalidJson`."""
+    """Build a ``cls`` dataclass from a request, by :data:`SHAPES`. Raises :class:`InvalidJson`.
+
+    Where a field comes from is the route's business (``frontends/http/routes.py``): a
+    field named by a ``path`` parameter is read from it; any other from the JSON ``body``
+    when the request has one (POST, PUT), else from the ``query`` string (GET, DELETE;
+    an empty value is absent, ``null`` is None)."""
     shape = SHAPES[cls]
-    sources = {BODY: body or {}, PATH: path or {}, QUERY: query or {}}
     if body is not None and not isinstance(body, dict):
         raise InvalidJson("the request body must be a JSON object")
+    path, query = path or {}, query or {}
     values: dict[str, Any] = {}
     for f in shape.fields:
-        if f.compute is not None or f.attr is None:
+        if f.attr is None or f.get is not None:
             continue
-        src = sources[f.source]
-        if f.key in src and not (f.source == QUERY and src[f.key] == ""):
-            raw = src[f.key]
-            if f.source == QUERY and raw == "null":
-                raw = None
+        src = path if f.key in path else body if body is not None else query
+        raw = src.get(f.key, _MISSING)
+        if src is query and raw in ("", "null"):
+            raw = _MISSING if raw == "" else None
+        if raw is not _MISSING:
             value = f.enc.load(raw, f.key)
         elif f.default is not _MISSING:
             value = f.default
@@ -714,10 +602,10 @@ def load(
 def _fold(shape: Shape, body: Mapping[str, Any], block: bytes) -> bytes:
     """Add the typed JSON fields Iggy keeps beside ``options`` into the options block."""
     entries = dict(tlv.decode_options_block(block)) if block else {}
-    for json_name, (key, kind, enc, unset) in shape.fold.items():
-        if body.get(json_name) is None:
+    for key, (kind, enc, unset) in shape.fold.items():
+        if body.get(key) is None:
             continue
-        value = enc.load(body[json_name], json_name)
+        value = enc.load(body[key], key)
         if value == unset:
             continue
         if kind == tlv.Kind.STRING:
@@ -725,6 +613,28 @@ def _fold(shape: Shape, body: Mapping[str, Any], block: bytes) -> bytes:
         else:
             entries[key] = (kind, tlv.pack_value(kind, value))
     return tlv.encode_options_block(entries) if entries else b""
+
+
+def unload(obj: Any, path: Collection[str] = (), has_body: bool = True) -> tuple[dict[str, Any], dict[str, str], dict[str, str]]:
+    """A request dataclass -> (JSON body, path parameters, query parameters): what a client
+    sends to a route with the ``path`` parameters named (with a body or, ``has_body``
+    false, a query string), the inverse of :func:`load` (tests and clients)."""
+    shape = SHAPES[type(obj)]
+    body: dict[str, Any] = {}
+    params: dict[str, str] = {}
+    query: dict[str, str] = {}
+    spread = {attr: list(split(getattr(obj, attr))) for attr, (_, split) in shape.composite.items()}
+    for f in shape.fields:
+        if f.attr is None or f.get is not None:
+            continue
+        value = spread[f.attr].pop(0) if f.attr in spread else getattr(obj, f.attr)
+        encoded = f.enc.dump(value)
+        if f.key not in path and has_body:
+            body[f.key] = encoded
+        elif encoded is not None:
+            (params if f.key in path else query)[f.key] = str(encoded).lower() if isinstance(encoded, bool) else str(encoded)
+    return body, params, query
+
 
 
 # --------------------------------------------------------------------------- messages
@@ -862,21 +772,3 @@ def dump_polled_messages(prefix: messages.PollPrefix, batches: bytes | memoryvie
         "count": len(out),
         "messages": out,
     }
-
-
-def unload(obj: Any) -> tuple[dict[str, Any], dict[str, str], dict[str, str]]:
-    """A request dataclass -> (JSON body, path parameters, query parameters): what a client
-    sends, the inverse of :func:`load` (tests and clients)."""
-    shape = SHAPES[type(obj)]
-    parts: dict[str, dict[str, Any]] = {BODY: {}, PATH: {}, QUERY: {}}
-    spread = {attr: list(split(getattr(obj, attr))) for attr, (_, split) in shape.composite.items()}
-    for f in shape.fields:
-        if f.attr is None:
-            continue
-        value = spread[f.attr].pop(0) if f.attr in spread else getattr(obj, f.attr)
-        encoded = f.enc.dump(value)
-        if f.source == BODY:
-            parts[BODY][f.key] = encoded
-        elif encoded is not None:
-            parts[f.source][f.key] = str(encoded).lower() if isinstance(encoded, bool) else str(encoded)
-    return parts[BODY], parts[PATH], parts[QUERY]

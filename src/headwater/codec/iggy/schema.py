@@ -6,8 +6,10 @@ The binary decoder and encoder are derived from that description: declaring
 a record compiles Python source for its reader, decoder and packer (runs of
 fixed-size numbers become one ``struct``; see ``Record.source``), returned
 by :meth:`Record.codec`. Other mappings are derived from the same
-declaration: the JSON names and encodings carried on each field (for the
-HTTP API), the value walker (:func:`iter_fields`) and the byte inspector
+declaration: the JSON mapping of the HTTP API (``codec/iggy/json.py``
+derives each record's JSON shape from its fields, their wire types and the
+``json_name`` / ``json`` / ``json_default`` a field carries where Iggy's JSON
+differs), the value walker (:func:`iter_fields`) and the byte inspector
 (:func:`walk`, :func:`render`). Kafka's JSON message schemas drive kio's
 codecs the same way.
 
@@ -57,8 +59,10 @@ Adding a command
 1. Write its request dataclass (and reply dataclasses) in the family module
    under ``commands/``.
 2. Declare ``NAME = request(Command.X, TheClass, [Field(...), ...], reply=...)``
-   with the fields in wire order; give a field ``json_name=`` / ``json=``
-   when the HTTP API spells or encodes it otherwise.
+   with the fields in wire order; give a field ``json_name=`` / ``json=`` /
+   ``json_default=`` when the HTTP API spells, encodes or defaults it
+   otherwise than its wire type implies (``codec/iggy/json.py`` derives the
+   JSON mapping from these).
 3. ``decode_x, encode_x = NAME.codec()``; ``COMMANDS`` picks the declaration
    up from :data:`REQUESTS`. Hypothesis round-trips go in
    ``tests/unit/codec/iggy/iggy_strategies.py``.
@@ -541,7 +545,11 @@ class Field:
 
     ``name``: the dataclass attribute (and the name errors use).
     ``type``: its :class:`WireType`. ``json_name`` / ``json``: how the HTTP
-    API spells and encodes it (default: ``name`` and ``type.json``).
+    API spells and encodes it (default: ``name`` and ``type.json``; an
+    encoding named here is one of ``codec.iggy.json.ENCODINGS``, and
+    ``"skip"`` keeps the field out of the JSON). ``json_default``: the value
+    of a request field its JSON may leave out (default: the dataclass
+    default, if any; else the field is required; ``...``: not given).
     ``count_of``: this field is the length of that (later) list field; it is
     on the wire only. ``computed``: likewise on the wire only, its value is
     ``computed(record)`` (e.g. a byte length). ``doc``: units and meaning,
@@ -555,6 +563,7 @@ class Field:
     count_of: str | None = None
     doc: str = ""
     computed: Callable[[Any], Any] | None = None
+    json_default: Any = ...
 
     @property
     def wire_only(self) -> bool:

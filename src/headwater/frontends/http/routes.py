@@ -1,11 +1,14 @@
 """Iggy's REST routes: each is (method, path) -> an Iggy command, run by the TCP handler.
 
-A request is turned into the command's request dataclass by the JSON table
-(``codec.iggy.json.load``: body, path and query parameters), handed to the same
-handler the binary protocol runs (``frontends.iggy.registry.HANDLERS``) with a
+A request is turned into the command's request dataclass by the JSON mapping
+derived from the command's declaration (``codec.iggy.json.load``), handed to the
+same handler the binary protocol runs (``frontends.iggy.registry.HANDLERS``) with a
 context logged in as the bearer's user (so permission checks are the TCP ones),
-and the handler's reply payload is decoded by the codec and rendered by the
-JSON table. Paths, methods and success statuses follow the Iggy server's router
+and the handler's reply payload is decoded by the codec and rendered by the same
+mapping. Where each value comes from is this table's: a field named by a
+parameter of the route's path (``{stream_id}``) is read from the path; any other
+from the JSON body of a POST or PUT, or from the query string of a GET or DELETE
+(``?partitions_count=N``, ``?consumer_id=..&kind=offset&value=0&count=10``). Paths, methods and success statuses follow the Iggy server's router
 (apache/iggy ``core/server/src/http.rs``, ``http/handlers.rs``, SDK 0.11.0's
 ``core/sdk/src/http``):
 
@@ -217,10 +220,9 @@ async def build_request(api: Api, request: Request, ctx: Context) -> Any:
         return wm.SendMessages(stream_id, topic_id, partitioning, len(msgs), memoryview(batch))
     if api.command == C.GET_USER and path.get("user_id") == "me" and ctx.user is not None:
         path["user_id"] = str(ctx.user.id)
-    if spec.request_type in ij.SHAPES:
-        body = await read_json(request) if api.method in ("POST", "PUT") else None
-        return ij.load(spec.request_type, body=body, path=path, query=query)
-    return spec.request_type()
+    # path parameters by name; the rest from the body (POST, PUT) or else the query
+    body = await read_json(request) if api.method in ("POST", "PUT") else None
+    return ij.load(spec.request_type, body=body, path=path, query=query)
 
 
 def render(api: Api, payload: Any) -> Response:

@@ -173,7 +173,11 @@ CONSUMER_GROUP_INFO = Record(
 )
 CONSUMER_GROUP_MEMBER = Record(
     ConsumerGroupMember,
-    [Field("id", U32), Field("partitions", ListOf(U32, U32))],
+    [
+        Field("id", U32),
+        Field("partitions_count", U32, count_of="partitions"),
+        Field("partitions", ListOf(U32, "partitions_count")),
+    ],
     label="member",
 )
 CONSUMER_GROUP_DETAILS = details(

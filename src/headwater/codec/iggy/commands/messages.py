@@ -29,7 +29,7 @@ import struct
 from dataclasses import dataclass
 
 from ...errors import InvalidFormat, InvalidMessagesCount
-from ..codes import Command
+from ..codes import Command, ConsumerKind, PollingKind
 from ..primitives import (
     Consumer,
     Identifier,
@@ -283,11 +283,13 @@ POLL_MESSAGES = request(
     Command.POLL_MESSAGES,
     PollMessages,
     [
-        Field("consumer", CONSUMER),
+        # JSON (all in the query): consumer_id (a single consumer), kind and value
+        # (the strategy, flattened); an absent partition_id is partition 0
+        Field("consumer", CONSUMER, json_name="consumer_id", json_default=Consumer(ConsumerKind.CONSUMER, 1)),
         *_STREAM_TOPIC,
-        Field("partition_id", OPTIONAL_PARTITION),
-        Field("strategy", POLLING_STRATEGY),
-        Field("count", U32),
+        Field("partition_id", OPTIONAL_PARTITION, json_default=0),
+        Field("strategy", POLLING_STRATEGY, json_default=PollingStrategy(PollingKind.OFFSET, 0)),
+        Field("count", U32, json_default=10),
         Field("auto_commit", FLAG),
     ],
     reply=POLL_REPLY,

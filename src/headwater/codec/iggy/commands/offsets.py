@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..codes import AckLevel, Command
+from ..codes import AckLevel, Command, ConsumerKind
 from ..primitives import Consumer, Identifier
 from ..schema import CONSUMER, IDENTIFIER, OPTIONAL_PARTITION, U8, U32, U64, Enum, Field, Record
 from ..schema import request
@@ -90,12 +90,13 @@ CONSUMER_OFFSET_INFO = Record(
 decode_consumer_offset, encode_consumer_offset = CONSUMER_OFFSET_INFO.codec()
 
 _TARGET = [
-    Field("consumer", CONSUMER),
+    # JSON: the consumer is its id only (a single consumer), default 1
+    Field("consumer", CONSUMER, json_name="consumer_id", json_default=Consumer(ConsumerKind.CONSUMER, 1)),
     Field("stream_id", IDENTIFIER),
     Field("topic_id", IDENTIFIER),
-    Field("partition_id", OPTIONAL_PARTITION),
+    Field("partition_id", OPTIONAL_PARTITION, json_default=None),
 ]
-_ACK = Field("ack", Enum(U8, AckLevel), doc="0 NoAck (leader-local), 1 Quorum")
+_ACK = Field("ack", Enum(U8, AckLevel), json="skip", doc="0 NoAck (leader-local), 1 Quorum")
 
 GET_CONSUMER_OFFSET = request(
     Command.GET_CONSUMER_OFFSET,

@@ -127,7 +127,7 @@ STREAM_INFO = Record(
         Field("id", U32),
         Field("created_at", U64, doc="µs since the epoch"),
         Field("topics_count", U32),
-        Field("size_bytes", U64),
+        Field("size_bytes", U64, json_name="size"),
         Field("messages_count", U64),
         Field("name", NAME),
         Field("options", OPTIONS),

@@ -223,8 +223,8 @@ STATS = Record(
         Field("os_version", STR32),
         Field("kernel_version", STR32),
         Field("iggy_server_version", STR32),
-        Field("iggy_server_semver", U32, doc="0 = absent"),
-        Field("cache_metrics", ListOf(CACHE_METRIC, U32)),
+        Field("iggy_server_semver", U32, json="zero is null", doc="0 = absent"),
+        Field("cache_metrics", ListOf(CACHE_METRIC, U32), json="cache metrics"),
         Field("threads_count", U32),
         Field("free_disk_space", U64, doc="bytes"),
         Field("total_disk_space", U64, doc="bytes"),
@@ -277,7 +277,7 @@ CLUSTER_NODE = Record(
 )
 CLUSTER_METADATA = Record(
     ClusterMetadata,
-    [Field("name", STR32), Field("nodes", ListOf(CLUSTER_NODE, U32))],
+    [Field("name", STR32), Field("nodes", ListOf(CLUSTER_NODE, U32), json="cluster nodes")],
     what="cluster metadata",
 )
 decode_cluster_metadata, encode_cluster_metadata = CLUSTER_METADATA.codec()
@@ -366,8 +366,8 @@ CLIENT_INFO = Record(
     ClientInfo,
     [
         Field("client_id", U32),
-        Field("user_id", U32, doc="NO_USER_ID before login"),
-        Field("transport", U8, doc="1 tcp, 2 quic, 3 http, 4 websocket"),
+        Field("user_id", U32, json="no user is null", doc="NO_USER_ID before login"),
+        Field("transport", U8, json="transport", doc="1 tcp, 2 quic, 3 http, 4 websocket"),
         Field("address", STR32),
         Field("consumer_groups_count", U32),
     ],

@@ -92,7 +92,7 @@ class RawPersonalAccessToken:
 
 PERSONAL_ACCESS_TOKEN_INFO = Record(
     PersonalAccessTokenInfo,
-    [Field("name", NAME), Field("expiry_at", U64, doc="µs since the epoch, 0 = never")],
+    [Field("name", NAME), Field("expiry_at", U64, json="zero is null", doc="µs since the epoch, 0 = never")],
 )
 PERSONAL_ACCESS_TOKENS = ListOf(PERSONAL_ACCESS_TOKEN_INFO, TO_END)
 """GET_PERSONAL_ACCESS_TOKENS reply payload: entries back to back, no count."""
@@ -115,7 +115,7 @@ GET_PERSONAL_ACCESS_TOKENS = request(
 CREATE_PERSONAL_ACCESS_TOKEN = request(
     Command.CREATE_PERSONAL_ACCESS_TOKEN,
     CreatePersonalAccessToken,
-    [Field("name", NAME), Field("expiry", U64, doc="µs; 0 server default, u64::MAX never")],
+    [Field("name", NAME), Field("expiry", U64, json="expiry_us", doc="µs; 0 server default, u64::MAX never")],
     reply=RAW_PERSONAL_ACCESS_TOKEN,
 )
 DELETE_PERSONAL_ACCESS_TOKEN = request(

@@ -170,13 +170,13 @@ TOPIC_INFO = Record(
         Field("created_at", U64, doc="µs since the epoch"),
         Field("partitions_count", U32),
         Field("message_expiry", U64, doc="µs; 0 or u64::MAX = never"),
-        Field("compression_algorithm", U8, doc="1 none, 2 gzip"),
+        Field("compression_algorithm", U8, json="compression algorithm", doc="1 none, 2 gzip"),
         Field("max_topic_size", U64, doc="bytes; 0 server default, u64::MAX unlimited"),
-        Field("size_bytes", U64),
+        Field("size_bytes", U64, json_name="size"),
         Field("messages_count", U64),
         Field("name", NAME),
-        Field("options", OPTIONS),
-        Field("derived_options", OPTIONS),
+        Field("options", OPTIONS, json="topic options", doc="JSON: with derived_options"),
+        Field("derived_options", OPTIONS, json="skip"),
     ],
     label="topic",
 )
@@ -187,7 +187,7 @@ PARTITION_INFO = Record(
         Field("created_at", U64, doc="µs since the epoch"),
         Field("segments_count", U32),
         Field("current_offset", U64),
-        Field("size_bytes", U64),
+        Field("size_bytes", U64, json_name="size"),
         Field("messages_count", U64),
     ],
     label="partition",
@@ -213,7 +213,12 @@ GET_TOPICS = request(Command.GET_TOPICS, GetTopics, [STREAM_ID], reply=TOPICS)
 CREATE_TOPIC = request(
     Command.CREATE_TOPIC,
     CreateTopic,
-    [STREAM_ID, Field("partitions_count", U32), Field("name", NAME), Field("options", REST)],
+    [
+        STREAM_ID,
+        Field("partitions_count", U32, json_default=1),
+        Field("name", NAME),
+        Field("options", REST),
+    ],
     reply=TOPIC_DETAILS,
 )
 DELETE_TOPIC = request(Command.DELETE_TOPIC, DeleteTopic, [STREAM_ID, TOPIC_ID])

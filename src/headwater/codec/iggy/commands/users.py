@@ -180,7 +180,7 @@ class UserDetails:
 _USER_FIELDS = [
     Field("id", U32),
     Field("created_at", U64, doc="µs since the epoch"),
-    Field("status", U8, doc="1 active, 2 inactive"),
+    Field("status", U8, json="user status", doc="1 active, 2 inactive"),
     Field("username", NAME),
     Field("options", OPTIONS),
 ]
@@ -219,9 +219,9 @@ CREATE_USER = request(
     [
         Field("username", NAME),
         Field("password", STR8),
-        Field("status", U8, doc="1 active, 2 inactive"),
+        Field("status", U8, json="user status", doc="1 active, 2 inactive"),
         _PERMISSIONS,
-        Field("options", REST),
+        Field("options", REST, json="skip"),
     ],
     reply=USER_DETAILS,
 )
@@ -232,7 +232,7 @@ UPDATE_USER = request(
     [
         USER_ID,
         Field("username", Optional(NAME, flag="has_username")),
-        Field("status", Optional(U8, flag="has_status")),
+        Field("status", Optional(U8, flag="has_status"), json="user status"),
         Field("options", REST),
     ],
 )
