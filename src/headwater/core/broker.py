@@ -560,7 +560,10 @@ class Broker:
         """One run of the log cleaner: roll compacted topics' active segments whose
         ``segment_roll`` is due, then at most one compaction pass (the next partition
         due after the last one compacted, round robin); its reads and writes run in a
-        worker thread, the swap back on the event loop. Returns the messages removed."""
+        worker thread, the swap back on the event loop. Only offsets below the
+        partition's last stable offset are cleaned, and markers and aborted batches
+        (:meth:`PartitionTxns.hidden`) are pinned: kept, never shadowing a committed
+        message. Returns the messages removed."""
         now = self.clock()
         due = []
         for s in self.catalog.streams.values():
@@ -578,7 +581,12 @@ class Broker:
                         due.append(((t.stream_id, t.id, p.id), p))
         due.sort(key=lambda kp: (kp[0] <= self._compacted_last, kp[0]))
         for key, p in due:
-            job = p.log.plan_compaction(now, max_dirty_bytes)
+            pt = self.transactions.peek(key)
+            if pt is None:
+                job = p.log.plan_compaction(now, max_dirty_bytes)
+            else:  # Kafka's cleaner: never past the LSO; aborted data and markers shadow nothing
+                pinned = [(first, last) for first, last, _ in pt.hidden()]
+                job = p.log.plan_compaction(now, max_dirty_bytes, pt.last_stable_offset(p.high_watermark), pinned)
             if job is None:
                 continue
             self._compacted_last = key

@@ -210,8 +210,13 @@ class PartitionLog(Protocol):
     def roll_if_due(self, now_us: int) -> bool:
         """Seal the active segment when the policy's ``segment_roll_us`` says so; whether it did."""
 
-    def plan_compaction(self, now_us: int, max_dirty_bytes: int) -> Any:
-        """A compaction pass due now (an opaque job), or None (policy ``compact``)."""
+    def plan_compaction(
+        self, now_us: int, max_dirty_bytes: int, limit_offset: int | None = None, pinned: list[tuple[int, int]] | None = None
+    ) -> Any:
+        """A compaction pass due now (an opaque job), or None (policy ``compact``).
+        Only sealed segments ending at or below ``limit_offset`` (None: no bound) are
+        cleaned; messages at offsets inside a ``pinned`` inclusive ``(first, last)``
+        range shadow nothing and are kept (the owner's, e.g. undecided or aborted data)."""
 
     def run_compaction(self, job: Any) -> Any:
         """Do a planned pass's reads and writes; thread-safe (files only). Returns the job."""

@@ -299,3 +299,100 @@ def test_read_visible_in_chunks_equals_the_log_without_hidden_batches(env, count
             break
         got += frames
     assert got == expected and len(expected) == sum(1 + i % 5 for i in range(12) if i % 3 != 2)
+
+
+# ------------------------------------------------------------------ compaction vs. transactions
+def keyed(*records: tuple[bytes, bytes | None]) -> bytearray:
+    """A batch of Kafka-keyed messages (``kafka.key`` header; a None value is a tombstone)."""
+    from headwater.codec.headers import Kind, encode_headers
+
+    def headers(k: bytes, v: bytes | None) -> bytes:
+        h: dict = {"kafka.key": k}
+        if v is None:
+            h["kafka.flags"] = (Kind.UINT8, 1)
+        return encode_headers(h)
+
+    return bytearray(build_batch([Message(v or b"", user_headers=headers(k, v)) for k, v in records]))
+
+
+@pytest.fixture
+def compacted(tmp_path):
+    """A broker over real files with one compacted partition whose active segment
+    rolls at once (``segment_roll`` 1 µs) and whose cleaner runs on any dirt."""
+    b = Broker(open_engine(str(tmp_path / "d")))
+    s = b.create_stream("s")
+    t = b.create_topic(s.id, "c", 1, {"cleanup_policy": "compact", "min_cleanable_dirty_ratio": "0.0",
+                                       "segment_roll": 1, "delete_retention": 0})
+    yield b, t
+    b.close()
+
+
+def keyed_visible(b: Broker, p) -> list[tuple[bytes, bytes]]:
+    from headwater.codec.batch import iter_frames
+    from headwater.codec.headers import decode_headers
+
+    got, _n, _next = b.read_visible(p, 0, 1000)
+    return [(decode_headers(f.user_headers)["kafka.key"], bytes(f.payload)) for g in got for f in iter_frames(g)]
+
+
+def compact_all(b: Broker) -> int:
+    """Passes until one removes nothing (segments roll on each call)."""
+    import asyncio
+
+    total = 0
+    while removed := asyncio.run(b.compact_once(1 << 30)):
+        total += removed
+    return total + asyncio.run(b.compact_once(1 << 30))
+
+
+def test_compaction_ignores_aborted_records_and_keeps_markers(compacted):
+    b, t = compacted
+    p = t.partitions[0]
+    b.append(p, keyed((b"K", b"v1"), (b"J", b"j1"), (b"old", b"o1")))  # offsets 0..2, committed
+    b.append(p, keyed((b"old", b"o2")))  # 3: shadows offset 2
+    pid, e = init(b)
+    b.transactions.add_partitions("tid", pid, e, [key(p)])
+    b.append_transactional(t, p, keyed((b"K", b"v2-aborted"), (b"J", None)), pid, e, 0)  # 4, 5
+    end(b, pid, e, False)  # abort marker at 6
+    b.append(p, keyed((b"x", b"x1")))  # 7: after the marker
+    before = p.log.read(0, 1 << 30, 1 << 40)
+    assert keyed_visible(b, p) == [(b"K", b"v1"), (b"J", b"j1"), (b"old", b"o1"), (b"old", b"o2"), (b"x", b"x1")]
+    assert compact_all(b) == 1  # only the shadowed "old" o1
+    assert keyed_visible(b, p) == [(b"K", b"v1"), (b"J", b"j1"), (b"old", b"o2"), (b"x", b"x1")]
+    after = p.log.read(0, 1 << 30, 1 << 40)
+    # the aborted batch and the marker are kept byte for byte: the hidden ranges still name them
+    assert [bytes(x) for x in before[1:]] == [bytes(x) for x in after[1:]]
+    assert b.transactions.peek(key(p)).aborted_between(0, p.high_watermark) == [(pid, 4)]
+
+
+def test_compaction_stops_at_the_last_stable_offset(compacted):
+    b, t = compacted
+    p = t.partitions[0]
+    b.append(p, keyed((b"K", b"v1")))  # 0
+    pid, e = init(b)
+    b.transactions.add_partitions("tid", pid, e, [key(p)])
+    b.append_transactional(t, p, keyed((b"K", b"v2-open")), pid, e, 0)  # 1: undecided
+    b.append(p, keyed((b"K", b"v3"), (b"L", b"l1")))  # 2, 3: past the LSO
+    b.append(p, keyed((b"L", b"l2")))  # 4
+    assert b.last_stable_offset(p) == 1
+    compact_all(b)
+    stored = [(o, k) for o, k, _ in stored_keys(p)]
+    assert stored == [(0, b"K"), (1, b"K"), (2, b"K"), (3, b"L"), (4, b"L")]  # nothing cleaned
+    end(b, pid, e, False)  # abort: K=v2 shadows nothing
+    assert compact_all(b) == 2  # K v1 (shadowed by the committed v3) and L l1
+    assert keyed_visible(b, p) == [(b"K", b"v3"), (b"L", b"l2")]
+    assert [(o, k) for o, k, _ in stored_keys(p)] == [(1, b"K"), (2, b"K"), (4, b"L"), (5, None)]
+
+
+def stored_keys(p) -> list[tuple[int, bytes | None, bytes]]:
+    """(offset, kafka.key or None, payload) of every stored message, hidden ones included."""
+    from headwater.codec.batch import iter_frames, read_header
+    from headwater.codec.headers import decode_headers
+
+    out = []
+    for g in p.log.read(0, 1 << 30, 1 << 40):
+        base = read_header(g).base_offset
+        for f in iter_frames(g):
+            out.append((base + f.offset_delta, decode_headers(f.user_headers).get("kafka.key") if f.user_headers else None,
+                        bytes(f.payload)))
+    return out

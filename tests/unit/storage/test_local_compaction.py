@@ -201,3 +201,21 @@ def test_plan_respects_ratio_and_lag():
     assert compaction.plan(segs, SegmentPolicy(compact=True, min_cleanable_dirty_ratio=0.6, max_compaction_lag_us=500), 10, 0, 1000) is not None
     assert compaction.plan(segs, SegmentPolicy(compact=True, min_compaction_lag_us=850), 0, 0, 1000)[0][-1].start_offset == 0
     assert compaction.plan(segs, SegmentPolicy(compact=False), 0, 0, 1000) is None
+    # limit_offset (the owner's last stable offset): a segment ending past it is not cleanable
+    assert compaction.plan(segs, p, 0, 0, 1000, limit_offset=19)[0][-1].start_offset == 0
+    assert compaction.plan(segs, p, 0, 0, 1000, limit_offset=20)[0][-1].start_offset == 10
+    assert compaction.plan(segs, p, 0, 0, 1000, limit_offset=9) is None
+
+
+def test_pinned_offsets_shadow_nothing_and_stay(tmp_path):
+    """Messages in pinned ranges never enter the offset map and are never removed."""
+    log = LocalPartitionLog.open(str(tmp_path / "p"), SegmentPolicy(segment_size=1, compact=True, min_cleanable_dirty_ratio=0.0))
+    try:
+        append_all(log, [[(b"a", b"1"), (b"b", b"1")], [(b"a", b"2"), (b"b", None)], [(b"a", b"3")], [(b"x", b"x")]], 1)
+        job = log.plan_compaction(2, pinned=[(2, 3)])
+        assert job is not None and job.pinned == [(2, 3)]
+        assert log.finish_compaction(log.run_compaction(job)) == 1  # only a=1 (shadowed by a=3)
+        assert [(o, p) for o, _k, p, _c in read_all(log)] == [(1, b"1"), (2, b"2"), (3, b""), (4, b"3"), (5, b"x")]
+        assert compaction.pinned_at([(2, 3), (7, 7)], 7) and not compaction.pinned_at([(2, 3), (7, 7)], 4)
+    finally:
+        log.close()

@@ -37,6 +37,15 @@ layout. A *pass* over one partition:
    versions; a tombstone only goes with the older values before it, and older
    segments are swapped first.
 
+Pinned offsets and the upper bound (the owner's, e.g. transactions): :func:`plan`
+takes ``limit_offset`` and cleans only sealed segments that end at or below it
+(Kafka's cleaner stops at the last stable offset: data of an undecided transaction
+is never cleaned, nor does it shadow anything). :class:`Job` carries ``pinned``,
+sorted inclusive ``(first, last)`` offset ranges whose messages are treated as
+keyless: they never enter the offset map (so they shadow no other message) and are
+always kept byte-for-byte (so no range the owner tracks changes; Kafka would drop
+aborted records, we keep them). Storage knows nothing of why they are pinned.
+
 Readers on the event loop never see a half-swapped segment: the renames and
 the in-memory replacement run in one synchronous step there (a reader of a
 sealed segment opens its files by path, so renaming in the worker would race).
@@ -44,6 +53,7 @@ sealed segment opens its files by path, so renaming in the worker would race).
 
 from __future__ import annotations
 
+import bisect
 import os
 from array import array
 from dataclasses import dataclass, field
@@ -100,6 +110,7 @@ class Job:
     results: list[Result] = field(default_factory=list)
     tombstone_due_us: int = 0  # earliest time a kept tombstone may be removed (0 = none kept)
     removed_messages: int = 0
+    pinned: list[tuple[int, int]] = field(default_factory=list)  # sorted inclusive offset ranges: keyless, kept
 
 
 def plan(
@@ -109,9 +120,12 @@ def plan(
     tombstone_due_us: int,
     now_us: int,
     max_dirty_bytes: int = DEFAULT_MAX_DIRTY_BYTES,
+    limit_offset: int | None = None,
 ) -> tuple[list[Source], int] | None:
     """The cleanable sources and the index of the first dirty one, or None when no
-    pass is due (see the module doc). Pure: no I/O."""
+    pass is due (see the module doc). ``limit_offset``: only segments whose
+    ``end_offset`` (one past their last offset) is at most this are cleanable
+    (None: no bound). Pure: no I/O."""
     if not policy.compact:
         return None
     sources: list[Source] = []
@@ -121,6 +135,8 @@ def plan(
     lag_floor = now_us - policy.min_compaction_lag_us
     for seg in segments[:-1]:
         if not seg.sealed or seg.max_timestamp_us > lag_floor:
+            break
+        if limit_offset is not None and seg.end_offset > limit_offset:
             break
         if seg.end_offset > clean_offset:  # dirty
             if dirty_from < 0:
@@ -167,12 +183,23 @@ def _batches(fd: int, size: int, path: str):
         position += length
 
 
-def _keys(view: memoryview, base_offset: int):
-    """(offset, key digest or None, tombstone) per frame of one batch."""
+def pinned_at(pinned: list[tuple[int, int]], offset: int) -> bool:
+    """Whether ``offset`` is inside one of the sorted inclusive ``(first, last)`` ranges."""
+    i = bisect.bisect_right(pinned, (offset, 1 << 63)) - 1
+    return i >= 0 and pinned[i][0] <= offset <= pinned[i][1]
+
+
+def _keys(view: memoryview, base_offset: int, pinned: list[tuple[int, int]]):
+    """(offset, key digest or None, tombstone) per frame of one batch; a frame at a
+    pinned offset reports no key (it shadows nothing and is kept)."""
     digest = xxhash.xxh3_128_digest
     for frame in codec_batch.iter_frames(view):
+        offset = base_offset + frame.offset_delta
+        if pinned and pinned_at(pinned, offset):
+            yield offset, None, False
+            continue
         key, tombstone = compaction_key(frame.user_headers, frame.id, frame.payload)
-        yield base_offset + frame.offset_delta, None if key is None else digest(key), tombstone
+        yield offset, None if key is None else digest(key), tombstone
 
 
 def _open(directory: str, start: int) -> tuple[int, str]:
@@ -195,7 +222,7 @@ def run(job: Job, should_stop: Callable[[], bool] = lambda: False) -> Job:
             try:
                 for _, view in _batches(fd, src.size, path):
                     base = unpack_header(view, 0)[0]
-                    for offset, key, _ in _keys(view, base):
+                    for offset, key, _ in _keys(view, base, job.pinned):
                         if key is not None:
                             newest[key] = offset
             finally:
@@ -242,7 +269,7 @@ def _rewrite(job: Job, src: Source, newest: dict[bytes, int]) -> Result:
     try:
         for _, view in _batches(fd, src.size, path):
             base, base_ts, _, count = unpack_header(view, 0)
-            frames = list(_keys(view, base))
+            frames = list(_keys(view, base, job.pinned))
             keep = keep_indices(frames, newest, expired_before, base_ts)
             for i in keep:
                 if frames[i][2] and frames[i][1] is not None:  # a tombstone kept: note when it expires

@@ -433,15 +433,25 @@ class LocalPartitionLog:
 
     # -- compaction ------------------------------------------------------------
 
-    def plan_compaction(self, now_us: int, max_dirty_bytes: int = compaction.DEFAULT_MAX_DIRTY_BYTES) -> compaction.Job | None:
+    def plan_compaction(
+        self,
+        now_us: int,
+        max_dirty_bytes: int = compaction.DEFAULT_MAX_DIRTY_BYTES,
+        limit_offset: int | None = None,
+        pinned: list[tuple[int, int]] | None = None,
+    ) -> compaction.Job | None:
         """A compaction pass due now (see :mod:`.compaction`), or None. The job is run
         with :func:`compaction.run` (off the event loop) and applied with
-        :meth:`finish_compaction`; one at a time per log (``compacting``)."""
+        :meth:`finish_compaction`; one at a time per log (``compacting``).
+        ``limit_offset``: clean only segments ending at or below it; ``pinned``:
+        inclusive ``(first, last)`` offset ranges that shadow nothing and are kept."""
         self._check_open()
         if self.compacting or self._fenced is not None:
             return None
         clean = max(self._clean_offset, self.log_start_offset)
-        planned = compaction.plan(self.segments(), self.policy, clean, self._tombstone_due_us, now_us, max_dirty_bytes)
+        planned = compaction.plan(
+            self.segments(), self.policy, clean, self._tombstone_due_us, now_us, max_dirty_bytes, limit_offset
+        )
         if planned is None:
             return None
         sources, dirty_from = planned
@@ -455,6 +465,7 @@ class LocalPartitionLog:
             now_us,
             self.policy.delete_retention_us,
             self.policy.index_interval_bytes,
+            pinned=sorted(pinned or ()),
         )
 
     def run_compaction(self, job: compaction.Job) -> compaction.Job:
