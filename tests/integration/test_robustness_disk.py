@@ -359,6 +359,7 @@ def test_a_partition_fenced_at_boot_fails_every_read_closed_not_empty(fresh_serv
     KAFKA_STORAGE_ERROR 56, never an empty answer a consumer would reset its offsets on."""
     from kafka_wire import KafkaWire
     from test_kafka_transactions import admin_create, txn_producer
+    from test_iggy_http import login, request, wait_http
     from test_kafka_wire import FETCH, LIST_OFFSETS, fetch_request, req
 
     admin_create(fresh_server, "fenced", partitions=2)
@@ -401,6 +402,13 @@ def test_a_partition_fenced_at_boot_fails_every_read_closed_not_empty(fresh_serv
         for start in (0, 5, 10**6):
             kind, status, _ = r.call(100, poll_body("kafka", "fenced", 0, start, 3))
             assert (kind, status) == ("reply", 4011), (start, kind, status)
+
+    wait_http(fresh_server.http_port)  # HTTP polls go through the Iggy handlers: an error status, not 200 empty
+    token = login(fresh_server.http_port)["access_token"]["token"]
+    for kind in ("first", "offset", "last"):
+        status, _, body = request(fresh_server.http_port, "GET", "/streams/kafka/topics/fenced/messages?consumer_id=1"
+                                  f"&partition_id=0&kind={kind}&value=0&count=5", token=token)
+        assert status >= 400 and b"fenced" in body, (kind, status, body)
 
     w = KafkaWire(fresh_server.kafka_address)
     try:
