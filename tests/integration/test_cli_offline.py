@@ -148,6 +148,25 @@ def test_a_torn_tail_is_a_note_not_damage(data):
     assert "torn tail" in note["message"]
 
 
+def test_garbage_over_a_first_header_with_whole_batches_after_is_damage_not_a_torn_tail(data):
+    """Recovery refuses such a partition ("a whole valid batch follows"): verify must not
+    call it a torn tail, and dump must fail rather than print nothing."""
+    log = next(p for p in sorted(_partition(data).glob("*.log"))
+               if len(list(batch_codec.split_batches(p.read_bytes()))) >= 2)
+    first = next(iter(batch_codec.split_batches(log.read_bytes())))
+    with open(log, "r+b") as f:
+        f.write(b"\xde\xad\xbe\xef" * 16)
+    log.with_suffix(".index").unlink()
+    report = json.loads(hw("-o", "json", "verify", data, code=1).stdout)
+    (finding,) = [f for f in report["findings"] if f["damage"]]
+    assert (finding["path"], finding["byte"]) == (str(log), 0), report["findings"]
+    assert f"a whole valid batch follows at byte {len(first)}" in finding["message"]
+    assert not [f for f in report["findings"] if "torn tail (" in f["message"]], report["findings"]
+    assert f"DAMAGE: {log}: byte 0: " in hw("verify", data, code=1).stdout
+    r = hw("dump", data, "--stream", "s", "--topic", "t", "--partition", 0, code=1)
+    assert f"damaged data: {log}: byte 0: " in r.stderr and "not a torn tail" in r.stderr
+
+
 def test_dump_prints_messages_like_poll(data):
     lines = [json.loads(line) for line in hw("-o", "json", "dump", data, "--stream", "s", "--topic", "small",
                                              "--partition", 0).stdout.splitlines()]

@@ -349,3 +349,82 @@ async def _outcome(coro) -> str:
         return "ok"
     except RuntimeError as e:
         return str(e)
+
+
+def test_a_partition_fenced_at_boot_fails_every_read_closed_not_empty(fresh_server):
+    """Storage refuses partition 0 at boot (garbage over its first batch header, whole
+    batches after it). A fenced partition reports high watermark 0, so every read path must
+    refuse it before its end-of-log shortcut: Iggy poll (any strategy, also on a partition
+    with Kafka transaction state) CannotReadMessage 4011, Kafka Fetch and ListOffsets
+    KAFKA_STORAGE_ERROR 56, never an empty answer a consumer would reset its offsets on."""
+    from kafka_wire import KafkaWire
+    from test_kafka_transactions import admin_create, txn_producer
+    from test_iggy_http import login, request, wait_http
+    from test_kafka_wire import FETCH, LIST_OFFSETS, fetch_request, req
+
+    admin_create(fresh_server, "fenced", partitions=2)
+    producer = txn_producer(fresh_server, "fence-tx")
+    for _ in range(3):  # transactional batches: the partitions get transaction state
+        producer.begin_transaction()
+        for i in range(4):
+            for p in (0, 1):
+                producer.produce("fenced", b"v%d" % i, partition=p)
+        producer.commit_transaction(15)
+    del producer  # no client left retrying the stopped server
+    assert fresh_server.stop() == 0
+    (log,) = glob.glob(os.path.join(fresh_server.data_dir, "streams", "*", "topics", "*", "partitions", "0",
+                                    "*.log"))
+    with open(log, "r+b") as f:
+        f.write(b"\xde\xad\xbe\xef" * 16)
+    os.unlink(log[: -len(".log")] + ".index")
+    fresh_server.start()
+
+    async def sdk_polls():
+        c = await sdk_client(fresh_server)
+        outcomes = []
+        for strategy in (ig.PollingStrategy.First(), ig.PollingStrategy.Offset(5), ig.PollingStrategy.Last(),
+                         ig.PollingStrategy.Next()):
+            try:
+                got = await c.poll_messages("kafka", "fenced", consumer=ig.Consumer.Single(1), partition_id=0,
+                                            polling_strategy=strategy, count=5, auto_commit=False)
+                outcomes.append(f"{len(got)} messages")
+            except RuntimeError as e:
+                outcomes.append(f"error {e}")
+        healthy_part = await c.poll_messages("kafka", "fenced", consumer=ig.Consumer.Single(1), partition_id=1,
+                                             polling_strategy=ig.PollingStrategy.First(), count=100,
+                                             auto_commit=False)
+        return outcomes, len(healthy_part)
+    outcomes, served = run(sdk_polls())
+    assert all(o.startswith("error") for o in outcomes), outcomes
+    assert served > 0  # the other partition is served
+    with Raw(fresh_server.iggy_address) as r:
+        r.login()
+        for start in (0, 5, 10**6):
+            kind, status, _ = r.call(100, poll_body("kafka", "fenced", 0, start, 3))
+            assert (kind, status) == ("reply", 4011), (start, kind, status)
+
+    wait_http(fresh_server.http_port)  # HTTP polls go through the Iggy handlers: an error status, not 200 empty
+    token = login(fresh_server.http_port)["access_token"]["token"]
+    for kind in ("first", "offset", "last"):
+        status, _, body = request(fresh_server.http_port, "GET", "/streams/kafka/topics/fenced/messages?consumer_id=1"
+                                  f"&partition_id=0&kind={kind}&value=0&count=5", token=token)
+        assert status >= 400 and b"fenced" in body, (kind, status, body)
+
+    w = KafkaWire(fresh_server.kafka_address)
+    try:
+        for version in (4, 11, 12):
+            for offset in (0, 5):
+                resp = w.call(FETCH, version, fetch_request(version, "fenced", offset))
+                (part,) = resp.responses[0].partitions
+                assert part.error_code == 56, (version, offset, part)  # KAFKA_STORAGE_ERROR
+                assert part.high_watermark == -1 and not part.records
+            ok = w.call(FETCH, version, fetch_request(version, "fenced", 0, partition=1)).responses[0].partitions[0]
+            assert ok.error_code == 0 and ok.records
+        for timestamp in (-1, -2):  # latest, earliest
+            resp = w.call(LIST_OFFSETS, 1, req(LIST_OFFSETS, 1, replica_id=-1, topics=(
+                req(LIST_OFFSETS, 1, "ListOffsetsTopic", name="fenced", partitions=(
+                    req(LIST_OFFSETS, 1, "ListOffsetsPartition", partition_index=0, timestamp=timestamp),)),)))
+            assert resp.topics[0].partitions[0].error_code == 56, resp
+    finally:
+        w.close()
+    healthy(fresh_server)

@@ -1050,7 +1050,9 @@ class Broker:
         """:meth:`Partition.read` for consumers that must not see transaction internals
         (Iggy polls): stops at the last stable offset and skips markers and aborted
         batches (whole stored batches). Returns ``(batches, messages, next_offset)``,
-        ``next_offset`` being where the next read should start."""
+        ``next_offset`` being where the next read should start. Raises CorruptData
+        when the partition is fenced (also when it holds an open transaction)."""
+        p.require_readable()
         pt = self.transactions.peek((p.stream_id, p.topic_id, p.id))
         pos = max(start_offset, p.log_start_offset)
         if pt is None:

@@ -96,6 +96,16 @@ class Partition:
         log = self.log
         return log.refusal if type(log) is RefusingLog else None
 
+    def require_readable(self) -> None:
+        """Raise CorruptData (storage's reason) when the partition is fenced.
+
+        A fenced partition reports an empty log (high watermark 0), so a read
+        path that returns early at the end of the log would answer "no messages"
+        instead of failing closed: every read path calls this first."""
+        log = self.log
+        if type(log) is RefusingLog:
+            log.read()
+
     # --- offsets ---
     @property
     def high_watermark(self) -> int:
@@ -178,8 +188,7 @@ class Partition:
         partition is fenced. ``metered``: count the read in ``messages_out`` /
         ``bytes_out`` (False for reads that are not consumers', e.g. the console's).
         """
-        if type(self.log) is RefusingLog:
-            self.log.read(start_offset, count, max_bytes)
+        self.require_readable()
         if count <= 0:
             return [], 0
         start = max(start_offset, self.log_start_offset)

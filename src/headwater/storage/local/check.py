@@ -22,9 +22,12 @@ the byte where it starts):
   from one segment to the next: an overlap; a gap is only a note);
 * an index that is torn (length not a multiple of 24), not strictly increasing, or
   whose entry names a byte where no batch of that offset and timestamp starts;
+* a partial batch (or a garbage header) followed by a whole valid batch: not a torn
+  tail, as recovery refuses it too (:func:`.walk.tail_refusal`, one decision for both);
 * a metadata file with a bad header or a bad record followed by more data.
 
-Not damage (a note): a partial last batch of the newest segment, or a torn last
+Not damage (a note): a partial last batch of the newest segment with no whole valid
+batch after it, or a torn last
 journal record, i.e. what a crash leaves and the next start cuts; preallocated zeros.
 """
 
@@ -39,7 +42,7 @@ from headwater.codec import batch as codec_batch
 from .index import ENTRY_SIZE, decode_entries, is_well_formed, read_index_file
 from .metadata import JOURNAL_MAGIC, SNAPSHOT_MAGIC, CorruptMetadata, check_header, read_records
 from .segment import INDEX_SUFFIX, LOG_SUFFIX, ChunkReader, parse_segment_name
-from .walk import ZEROS, BatchAt, walk_batches
+from .walk import NOT_TORN, TORN, ZEROS, BatchAt, tail_refusal, walk_batches
 
 _CHUNK = 1 << 20
 
@@ -77,6 +80,9 @@ def walk_log(path: str, progress: Callable[[int], None] | None = None) -> Iterat
     that fails (or at a zero ``batch_length``: the clean end of a preallocated file, unless
     a nonzero byte follows it). A whole batch whose ``batch_length`` alone was damaged
     (:func:`.walk.implied_length`) is damage, as recovery refuses it, never a torn tail.
+    A partial batch (state TORN) that recovery would refuse to cut
+    (:func:`.walk.tail_refusal`: a whole valid batch follows it) is yielded with state
+    NOT_TORN and recovery's reason instead.
 
     ``progress(n)`` is called with the bytes advanced past. Raises OSError.
     """
@@ -84,6 +90,7 @@ def walk_log(path: str, progress: Callable[[int], None] | None = None) -> Iterat
     try:
         size = os.fstat(fd).st_size
         reader = ChunkReader(fd, size, _CHUNK)
+        expected = parse_segment_name(os.path.basename(path), LOG_SUFFIX) or 0
         for b in walk_batches(reader, size, 0, progress):
             if b.state == ZEROS:
                 if progress:
@@ -93,6 +100,12 @@ def walk_log(path: str, progress: Callable[[int], None] | None = None) -> Iterat
                     yield replace(b, problem=f"batch_length is zero but byte {nonzero} is not",
                                   problem_position=b.position + 32)
                 return  # zeros: never written
+            if b.state == TORN:
+                refusal, _ = tail_refusal(fd, size, b.position, expected, b.problem)
+                if refusal is not None:
+                    b = replace(b, state=NOT_TORN, problem=refusal, problem_position=b.position)
+            elif b.view is not None:
+                expected = codec_batch.last_offset(b.view) + 1
             yield b
     finally:
         os.close(fd)

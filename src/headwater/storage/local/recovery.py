@@ -31,7 +31,7 @@ Runs on existing files before a partition log is served:
    and the byte (batch start + 32); nothing is cut.
 6. Only a *torn tail* may be cut: the bytes from there to the end of the
    file must hold no whole batch that verifies with an offset at or past the
-   one expected (:func:`intact_batch_after`; a torn write leaves a partial
+   one expected (:func:`.walk.tail_refusal`; a torn write leaves a partial
    batch, or zeros in a preallocated file, never whole batches after it).
    When one does, the damage is mid-chain: raise CorruptSegment naming the
    file and both byte positions, and cut nothing. A segment other than the
@@ -49,14 +49,11 @@ to log (:meth:`RecoveryReport.outcome`).
 
 from __future__ import annotations
 
-import errno
 import os
-import re
 from array import array
 from dataclasses import dataclass, field
 
 from headwater.codec import batch as codec_batch
-from headwater.codec.batch import BATCH_HEADER_SIZE, BATCH_RESERVED_OFFSET
 from headwater.storage.api import CorruptSegment, RecoveryOutcome
 
 from .compaction import finish_interrupted
@@ -64,20 +61,14 @@ from .index import ENTRY_SIZE, decode_entries, is_well_formed, read_index_file, 
 from .segment import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
-    MIN_BATCH_SIZE,
     ChunkReader,
     fsync_dir,
     parse_segment_name,
-    pread_exact,
     segment_name,
 )
-from .walk import DAMAGED_LENGTH, OK, UNVERIFIED, ZEROS, BatchAt, walk_batches
+from .walk import DAMAGED_LENGTH, OK, UNVERIFIED, ZEROS, BatchAt, first_batch, tail_refusal, walk_batches
 
 _WALK_CHUNK = 1 << 20
-_SCAN_CHUNK = 4 << 20
-_RESERVED_ZEROS = bytes(BATCH_HEADER_SIZE - BATCH_RESERVED_OFFSET)
-"""A stamped header's reserved bytes 52..256: 204 zeros, right after a nonzero message_count."""
-_NONZERO = re.compile(rb"[^\x00]")
 
 
 @dataclass(slots=True)
@@ -231,69 +222,6 @@ def _walk(
     return walk, added
 
 
-def _first_batch(reader: ChunkReader, position: int, file_size: int) -> BatchAt | None:
-    """The first step of a walk from ``position``: the batch there or why there is none."""
-    return next(walk_batches(reader, file_size, position), None)
-
-
-def intact_batch_after(
-    fd: int, file_size: int, start: int, min_offset: int
-) -> tuple[tuple[int, int] | None, bool]:
-    """Look in bytes ``[start, file_size)`` of a ``.log`` for a whole batch that
-    verifies and whose base_offset is >= ``min_offset``.
-
-    Returns ((position, base_offset) of the first one, or None; whether any
-    nonzero byte was seen). Candidates come from the header layout: a stamped
-    header's reserved bytes 52..256 are 204 zeros following a nonzero
-    message_count (48..52), so a header starts 49..52 bytes before the start of
-    a run of at least 204 zero bytes; each candidate is checked with
-    ``batch.verify``. Holes (a preallocated file's unwritten extents) are
-    skipped with ``SEEK_DATA`` and all-zero chunks without a byte-wise scan, so
-    a long zero tail costs little.
-    """
-    reader = ChunkReader(fd, file_size, _WALK_CHUNK)
-    nonzero = False
-    pos = start
-    span = len(_RESERVED_ZEROS)
-    seek = hasattr(os, "SEEK_DATA")
-    while pos < file_size:
-        data_end = file_size  # end of the data extent pos is in (a hole or the end of the file follows)
-        if seek:
-            try:
-                pos = max(pos, os.lseek(fd, pos, os.SEEK_DATA))
-                data_end = min(file_size, os.lseek(fd, pos, os.SEEK_HOLE))
-            except OSError as exc:
-                if exc.errno == errno.ENXIO:
-                    break  # nothing but a hole up to the end of the file
-                seek = False
-        # never read into a hole: cached zero pages would count as data for SEEK_DATA
-        chunk = pread_exact(fd, min(_SCAN_CHUNK + BATCH_HEADER_SIZE, data_end - pos), pos)
-        if not chunk:
-            break
-        if chunk.translate(None, b"\x00"):  # not all zeros
-            i = 0
-            while True:
-                m = _NONZERO.search(chunk, i)
-                if m is None:
-                    break  # zeros to the end of this chunk
-                nonzero = True
-                z = chunk.find(_RESERVED_ZEROS, m.start())
-                if z < 0:
-                    break
-                for p in range(pos + z - BATCH_RESERVED_OFFSET, pos + z - BATCH_RESERVED_OFFSET + 4):
-                    if p < start or p + MIN_BATCH_SIZE > file_size:
-                        continue
-                    b = _first_batch(reader, p, file_size)
-                    if b is not None and b.state in (OK, DAMAGED_LENGTH) and b.base_offset >= min_offset:
-                        return (p, b.base_offset), True
-                i = z + span
-        if len(chunk) <= _SCAN_CHUNK:
-            pos += len(chunk)  # the extent is done: next, the data after the hole, if any
-        else:
-            pos += _SCAN_CHUNK
-    return None, nonzero
-
-
 def recover_segment(
     directory: str, start_offset: int, index_interval_bytes: int, *, data_follows: bool = False, sealed: bool = False
 ) -> RecoveredSegment:
@@ -331,7 +259,7 @@ def recover_segment(
             k = count - 1
             while k >= 0:
                 off, ts, pos = entries[3 * k], entries[3 * k + 1], entries[3 * k + 2]
-                b = _first_batch(reader, pos, file_size)
+                b = first_batch(reader, pos, file_size)
                 if b.state == ZEROS:
                     raise CorruptSegment(
                         f"{index_path}: entry {k} (offset {off}) points at byte {pos} of {log_path}, "
@@ -357,22 +285,15 @@ def recover_segment(
                 "refusing to open the partition rather than cut acknowledged data"
             )
         cut = file_size - walk.end
-        zeros = walk.reason == "zeros"
+        zeros = False
         if cut:
-            found, nonzero = intact_batch_after(fd, file_size, walk.end, walk.expected)
-            if found is not None:
-                where = "there" if found[0] == walk.end else f"follows at byte {found[0]} (offset {found[1]})"
+            refusal, walk.reason = tail_refusal(fd, file_size, walk.end, walk.expected, walk.reason,
+                                                data_follows=data_follows)
+            if refusal is not None:
                 raise CorruptSegment(
-                    f"{log_path}: batch at byte {walk.end} is damaged ({walk.reason}) but a whole valid batch "
-                    f"{where}: not a torn tail; refusing to open the partition rather than cut acknowledged data"
+                    f"{log_path}: {refusal}; refusing to open the partition rather than cut acknowledged data"
                 )
-            if zeros and nonzero:
-                zeros, walk.reason = False, "zeros, then nonzero bytes"
-            if data_follows and not zeros:
-                raise CorruptSegment(
-                    f"{log_path}: batch at byte {walk.end} is damaged ({walk.reason}) and later segments hold "
-                    "data: not a torn tail; refusing to open the partition rather than cut acknowledged data"
-                )
+            zeros = walk.reason == "zeros"
         rewrite = rebuild or dropped or added
         if rewrite:
             write_index_file(index_path, entries)  # before the log cut: no entry past the end

@@ -24,19 +24,33 @@ file, inside the batch, into zeros, below 304, or zero).
 
 from __future__ import annotations
 
+import errno
+import os
+import re
 import struct
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
 from headwater.codec import batch as codec_batch
-from headwater.codec.batch import BATCH_HEADER_SIZE, BATCH_LENGTH_OFFSET, FRAME_HEADER_SIZE, MESSAGE_COUNT_OFFSET
+from headwater.codec.batch import (
+    BATCH_HEADER_SIZE,
+    BATCH_LENGTH_OFFSET,
+    BATCH_RESERVED_OFFSET,
+    FRAME_HEADER_SIZE,
+    MESSAGE_COUNT_OFFSET,
+)
 from headwater.codec.errors import CodecError
 
-from .segment import MIN_BATCH_SIZE, ChunkReader, unpack_header
+from .segment import MIN_BATCH_SIZE, ChunkReader, pread_exact, unpack_header
 
 _FRAME_LENGTHS = struct.Struct("<32xII")  # user_headers_length, payload_length at frame bytes 32..40
 _U32 = struct.Struct("<I")
 _ZERO_FRAME = bytes(FRAME_HEADER_SIZE)
+_READ_CHUNK = 1 << 20
+_SCAN_CHUNK = 4 << 20
+_RESERVED_ZEROS = bytes(BATCH_HEADER_SIZE - BATCH_RESERVED_OFFSET)
+"""A stamped header's reserved bytes 52..256: 204 zeros, right after a nonzero message_count."""
+_NONZERO = re.compile(rb"[^\x00]")
 
 OK = "ok"
 ZEROS = "zeros"  # batch_length is zero: the end of a preallocated file's data (bytes after it not checked)
@@ -44,6 +58,7 @@ TORN = "torn"  # the header or the batch runs past the end of the file
 INVALID = "invalid"  # an impossible header (batch_length under 304, or message_count 0)
 UNVERIFIED = "unverified"  # a whole-sized batch that fails verify (``problem`` is the codec error)
 DAMAGED_LENGTH = "damaged length"  # a whole batch whose batch_length alone was altered (module doc)
+NOT_TORN = "not a torn tail"  # a stop whose bytes recovery refuses to cut (:func:`tail_refusal`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +163,99 @@ def _stop(reader: ChunkReader, position: int, size: int, state: str, problem: st
     return BatchAt(position, *fields, None, problem, at, state)
 
 
+def first_batch(reader: ChunkReader, position: int, file_size: int) -> BatchAt | None:
+    """The first step of a walk from ``position``: the batch there or why there is none."""
+    return next(walk_batches(reader, file_size, position), None)
+
+
+def intact_batch_after(
+    fd: int, file_size: int, start: int, min_offset: int
+) -> tuple[tuple[int, int] | None, bool]:
+    """Look in bytes ``[start, file_size)`` of a ``.log`` for a whole batch that
+    verifies and whose base_offset is >= ``min_offset``.
+
+    Returns ((position, base_offset) of the first one, or None; whether any
+    nonzero byte was seen). Candidates come from the header layout: a stamped
+    header's reserved bytes 52..256 are 204 zeros following a nonzero
+    message_count (48..52), so a header starts 49..52 bytes before the start of
+    a run of at least 204 zero bytes; each candidate is checked with
+    ``batch.verify``. Holes (a preallocated file's unwritten extents) are
+    skipped with ``SEEK_DATA`` and all-zero chunks without a byte-wise scan, so
+    a long zero tail costs little.
+    """
+    reader = ChunkReader(fd, file_size, _READ_CHUNK)
+    nonzero = False
+    pos = start
+    span = len(_RESERVED_ZEROS)
+    seek = hasattr(os, "SEEK_DATA")
+    while pos < file_size:
+        data_end = file_size  # end of the data extent pos is in (a hole or the end of the file follows)
+        if seek:
+            try:
+                pos = max(pos, os.lseek(fd, pos, os.SEEK_DATA))
+                data_end = min(file_size, os.lseek(fd, pos, os.SEEK_HOLE))
+            except OSError as exc:
+                if exc.errno == errno.ENXIO:
+                    break  # nothing but a hole up to the end of the file
+                seek = False
+        # never read into a hole: cached zero pages would count as data for SEEK_DATA
+        chunk = pread_exact(fd, min(_SCAN_CHUNK + BATCH_HEADER_SIZE, data_end - pos), pos)
+        if not chunk:
+            break
+        if chunk.translate(None, b"\x00"):  # not all zeros
+            i = 0
+            while True:
+                m = _NONZERO.search(chunk, i)
+                if m is None:
+                    break  # zeros to the end of this chunk
+                nonzero = True
+                z = chunk.find(_RESERVED_ZEROS, m.start())
+                if z < 0:
+                    break
+                for p in range(pos + z - BATCH_RESERVED_OFFSET, pos + z - BATCH_RESERVED_OFFSET + 4):
+                    if p < start or p + MIN_BATCH_SIZE > file_size:
+                        continue
+                    b = first_batch(reader, p, file_size)
+                    if b is not None and b.state in (OK, DAMAGED_LENGTH) and b.base_offset >= min_offset:
+                        return (p, b.base_offset), True
+                i = z + span
+        if len(chunk) <= _SCAN_CHUNK:
+            pos += len(chunk)  # the extent is done: next, the data after the hole, if any
+        else:
+            pos += _SCAN_CHUNK
+    return None, nonzero
+
+
+def tail_refusal(
+    fd: int, file_size: int, end: int, min_offset: int, reason: str, *, data_follows: bool = False
+) -> tuple[str | None, str]:
+    """Whether the bytes ``[end, file_size)`` of a ``.log``, after its last whole valid
+    batch (the walk stopped at ``end`` for ``reason``), are a torn tail that boot recovery
+    may cut. The one decision both recovery (which refuses the partition) and
+    ``headwater verify`` / ``dump`` (which report damage) use.
+
+    Returns (why they are not a torn tail, or None when they may be cut; the stop reason,
+    "zeros, then nonzero bytes" when a zero ``batch_length`` is followed by data). Not a
+    torn tail: a whole batch verifying with a base_offset >= ``min_offset`` lies there or
+    after it (:func:`intact_batch_after`), or ``data_follows`` (a later segment holds
+    bytes, so this one was synced when sealed) and the bytes are not a preallocated zero
+    tail. Reads only; raises OSError.
+    """
+    if end >= file_size:
+        return None, reason
+    found, nonzero = intact_batch_after(fd, file_size, end, min_offset)
+    if found is not None:
+        where = "there" if found[0] == end else f"follows at byte {found[0]} (offset {found[1]})"
+        return f"batch at byte {end} is damaged ({reason}) but a whole valid batch {where}: not a torn tail", reason
+    zeros = reason == "zeros"
+    if zeros and nonzero:
+        zeros, reason = False, "zeros, then nonzero bytes"
+    if data_follows and not zeros:
+        return f"batch at byte {end} is damaged ({reason}) and later segments hold data: not a torn tail", reason
+    return None, reason
+
+
 __all__ = [
-    "BatchAt", "DAMAGED_LENGTH", "INVALID", "OK", "TORN", "UNVERIFIED", "ZEROS", "implied_length", "walk_batches",
+    "BatchAt", "DAMAGED_LENGTH", "INVALID", "NOT_TORN", "OK", "TORN", "UNVERIFIED", "ZEROS", "first_batch",
+    "implied_length", "intact_batch_after", "tail_refusal", "walk_batches",
 ]

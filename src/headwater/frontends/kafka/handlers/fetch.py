@@ -132,10 +132,14 @@ def _read(ctx: Context, p, offset: int, limit: int, min_one: bool, compression: 
     broker = ctx.broker
     hw = p.high_watermark
     start = broker.log_start(p)
+    aborted = [] if committed else None
+    try:
+        p.require_readable()  # fenced: KAFKA_STORAGE_ERROR, never an empty fetch at high watermark 0
+    except core_errors.BrokerError as e:
+        return errors.code_for(e), -1, -1, -1, [], aborted  # Kafka's offsets on an errored partition
     pt = broker.transactions.peek((p.stream_id, p.topic_id, p.id))
     lso = hw if pt is None else pt.last_stable_offset(hw)
     end = lso if committed else hw
-    aborted = [] if committed else None
     if offset < start or offset > hw:
         return errors.OFFSET_OUT_OF_RANGE, hw, lso, start, [], aborted
     if offset >= end or (limit <= 0 and not min_one):

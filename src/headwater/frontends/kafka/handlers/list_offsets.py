@@ -103,7 +103,9 @@ async def record_timestamps(p, start: int, end: int, still_there):
 
 async def lookup(ctx: Context, p, timestamp: int, still_there=lambda: True, committed: bool = False) -> tuple[int, int]:
     """(offset, timestamp) for one ListOffsets query (a supported timestamp); ``committed``
-    (isolation_level 1): LATEST is the last stable offset."""
+    (isolation_level 1): LATEST is the last stable offset. Raises CorruptData when the
+    partition is fenced (its empty-looking log must not be taken for offsets)."""
+    p.require_readable()
     broker = ctx.broker
     start = broker.log_start(p)
     hw = p.high_watermark
