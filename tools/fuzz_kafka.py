@@ -26,7 +26,9 @@ from the same framing and kio decoding the broker uses:
   flexible versions except ApiVersions), except Produce with acks=0, which gets none (the
   connection may close after it: Kafka closes it when such a produce fails); an
   ApiVersions of an unknown version gets the v0 answer with UNSUPPORTED_VERSION (35);
-  Produce v0-2 gets the documented UNSUPPORTED_VERSION response;
+  Produce v0-2 gets the documented UNSUPPORTED_VERSION response; after a SaslHandshake or
+  SaslAuthenticate response the connection may close (Kafka closes after a refused SASL
+  step), so nothing more is read from it;
 - a response is due within 10 s (Fetch, JoinGroup and SyncGroup may park: after 0.3 s
   their connection is given up, not counted against the server).
 
@@ -78,6 +80,7 @@ MAX_REQUEST = 100 * 1024 * 1024
 REPLY_TIMEOUT_S = 10.0
 PARK_TIMEOUT_S = 0.3
 PARKING_APIS = {1, 11, 14}  # Fetch (max_wait), JoinGroup, SyncGroup
+SASL_APIS = {17, 36}  # SaslHandshake, SaslAuthenticate: after a refused step Kafka answers, then closes
 FUZZ_TOPIC, SCRATCH_TOPIC, NEW_TOPIC, HEALTH_TOPIC = "fuzz-k", "fz-scratch", "fz-new", "health-k"
 KEEP_TOPICS = {FUZZ_TOPIC: 2, SCRATCH_TOPIC: 1, HEALTH_TOPIC: 1}
 GROUP = "fz-group"
@@ -607,6 +610,9 @@ class Fuzzer:
                 usable = False
                 break
             self.count("responses")
+            if item["api"] in SASL_APIS:  # the server may now close the connection, as Kafka does after a
+                usable = False            # failed SASL step: nothing more is expected on it
+                break
         if usable and not problems:
             extra = unsolicited(conn.sock)
             if extra:
