@@ -18,6 +18,7 @@ import h11
 import uvicorn
 
 from ...config import HttpConfig, format_address
+from .. import tls
 
 log = logging.getLogger("headwater.http")
 
@@ -28,16 +29,14 @@ class TlsError(ValueError):
 
 def tls_context(config: HttpConfig) -> ssl.SSLContext | None:
     """The server-side TLS context of ``[http]`` (None when ``tls_enabled`` is off): the PEM
-    certificate chain and key, TLS 1.2 or later. Raises :class:`TlsError`."""
+    certificate chain and key, built by :func:`headwater.frontends.tls.server_context` as for
+    every TLS listener. Raises :class:`TlsError`."""
     if not config.tls_enabled:
         return None
-    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-    try:
-        ctx.load_cert_chain(config.tls_cert_file, config.tls_key_file)
-    except (OSError, ValueError) as e:  # ssl.SSLError is an OSError
-        raise TlsError(f"cannot load the TLS certificate/key: {getattr(e, 'strerror', None) or e}") from None
-    return ctx
+    try:  # the config requires tls_cert_file with tls_enabled: no self-signed fallback here
+        return tls.server_context(config.tls_cert_file, config.tls_key_file, "", "http.tls_cert_file")
+    except tls.TlsConfigError as e:
+        raise TlsError(f"cannot load the TLS certificate/key: {e.problem}") from None
 
 
 class HttpListener:
