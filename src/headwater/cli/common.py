@@ -46,6 +46,14 @@ def fail(message: str, code: int) -> None:
     sys.exit(code)
 
 
+def found(value, what: str):
+    """``value``, or exit 1 with "WHAT not found" when the server answered "none" (an
+    empty reply: Iggy's not-found for a get)."""
+    if value is None:
+        fail(f"{what} not found", EXIT_SERVER_ERROR)
+    return value
+
+
 U32_MAX = 2**32 - 1
 U64_MAX = 2**64 - 1
 NAME_MAX_BYTES = 255

@@ -20,7 +20,7 @@ from ..codec.iggy.commands import users as wu
 from ..codec.iggy.primitives import GlobalPermissions, Permissions, StreamPermissions
 from . import contexts, render
 from .common import (ID, NAME, U32_MAX, EXIT_CONNECT, EXIT_SERVER_ERROR, Obj, client_command, connection_options,
-                     exits_on_errors, fail, output_option)
+                     exits_on_errors, fail, found, output_option)
 
 _U64_MAX = (1 << 64) - 1
 _STATUS = {"active": 1, "inactive": 2}
@@ -98,10 +98,7 @@ def user_list(client, out):
 @click.argument("user_id", type=ID)
 def user_get(client, out, user_id):
     """Show a user and their permissions."""
-    u = client.call(wu.GetUser(user_id))
-    if u is None:
-        fail(f"user {user_id!r} not found", EXIT_SERVER_ERROR)
-    render.emit(out, u)
+    render.emit(out, found(client.call(wu.GetUser(user_id)), f"user {user_id!r}"))
 
 
 @client_command(user, "create")

@@ -16,7 +16,7 @@ from ..codec.iggy.commands import messages as wm
 from ..codec.iggy.commands import system as wsys
 from ..codec.iggy.primitives import Consumer, Partitioning, PollingStrategy
 from . import messages_view, render
-from .common import COUNT, ID, NAME, U32, U64, EXIT_SERVER_ERROR, client_command, fail
+from .common import COUNT, ID, NAME, U32, U64, client_command, found
 
 _FOLLOW_INTERVAL_S = 0.2
 
@@ -223,10 +223,7 @@ def client_list(client, out):
 @click.argument("client_id", type=U32)
 def client_get(client, out, client_id):
     """Show one connected client and its consumer groups."""
-    c = client.call(wsys.GetClient(client_id))
-    if c is None:
-        fail(f"client {client_id} not found", EXIT_SERVER_ERROR)
-    render.emit_client(out, c)
+    render.emit_client(out, found(client.call(wsys.GetClient(client_id)), f"client {client_id}"))
 
 
 @client_command(None, "ping", login=False)

@@ -19,7 +19,7 @@ from ..codec.iggy.commands import streams as ws
 from ..codec.iggy.commands import topics as wt
 from ..codec.iggy.primitives import Consumer
 from . import render
-from .common import COUNT, ID, NAME, U32, U64, EXIT_SERVER_ERROR, client_command, fail
+from .common import COUNT, ID, NAME, U32, U64, EXIT_SERVER_ERROR, client_command, fail, found
 
 _STREAM_COLUMNS = [
     ("id", lambda s: s.id),
@@ -76,8 +76,7 @@ def options_block(pairs: tuple[str, ...], **named: str | None) -> bytes:
 def _details(out: str, value, what: str, columns, children: str, child_columns) -> None:
     """A get command's reply: JSON, or its row then a table of its ``children``; exit 1 when
     the server answered "none" (an empty reply: Iggy's not-found for a get)."""
-    if value is None:
-        fail(f"{what} not found", EXIT_SERVER_ERROR)
+    found(value, what)
     if out == "json":
         render.emit(out, value)
     else:
