@@ -178,3 +178,40 @@ def test_a_corrupt_metadata_journal_refuses_to_start_with_a_clear_error(fresh_se
     assert proc.returncode != 0
     assert "catalog.journal" in out
     assert "Traceback" not in out, out[-2000:]
+
+
+def test_a_torn_catalog_journal_sets_aside_what_it_no_longer_names(fresh_server):
+    """The catalog's last record cut short (a torn write, or damage that looks like one): the next
+    start cannot tell whether the topic that record created was acknowledged, so the topic's files
+    are moved under lost+found/ -- not deleted -- and the server starts and serves."""
+    async def go():
+        c = await sdk_client(fresh_server)
+        await c.create_stream("keep")
+        await c.create_topic("keep", "t", 1)
+        await c.create_stream("torn")
+        await c.create_topic("torn", "t", 1)
+        await c.send_messages("torn", "t", 0, [ig.SendMessage("acknowledged")])
+    run(go())
+    assert fresh_server.stop() == 0
+    data = str(fresh_server.data_dir)
+    journal = os.path.join(data, "metadata", "catalog.journal")
+    with open(journal, "r+b") as f:
+        f.truncate(os.path.getsize(journal) - 1)  # the last record (the "torn" topic) is torn
+    fresh_server.start()
+    healthy(fresh_server)
+
+    async def topics():
+        c = await sdk_client(fresh_server)
+        return await c.get_topic("keep", "t"), await c.get_topic("torn", "t")
+    kept, torn = run(topics())
+    assert kept is not None and torn is None
+    aside = os.path.join(data, "lost+found")
+    logs = [os.path.join(d, f) for d, _, files in os.walk(aside) for f in files if f.endswith(".log")]
+    assert len(logs) == 1, os.listdir(aside) if os.path.isdir(aside) else "no lost+found"
+    with open(logs[0], "rb") as f:
+        assert b"acknowledged" in f.read()
+    assert "set aside files the catalog does not name" in fresh_server.log()
+    assert "Traceback" not in fresh_server.log()
+    fresh_server.restart()  # lost+found is never read: a second start is clean and keeps it
+    healthy(fresh_server)
+    assert os.path.exists(logs[0])

@@ -129,11 +129,20 @@ class Broker:
                     f"{', ...' if len(found) > 3 else ''}): the metadata store was lost? Restore the "
                     "data directory's metadata/ or remove its streams/; refusing to start"
                 )
-        for path in self.engine.retain(named):
-            log.warning(
-                "removed files no catalog entry names (left by a delete a crash interrupted)",
-                extra={"kv": {"path": path}},
-            )
+        if self._meta.torn_bytes:
+            # the catalog lost its last record: a torn write (never acknowledged) or damage to the
+            # file (which may have named these): keep what it no longer names for an operator
+            for path in self.engine.retain(named, set_aside=True):
+                log.error(
+                    "set aside files the catalog does not name: its journal ended in a torn record",
+                    extra={"kv": {"path": path, "torn_bytes": self._meta.torn_bytes}},
+                )
+        else:
+            for path in self.engine.retain(named):
+                log.warning(
+                    "removed files no catalog entry names (left by a delete a crash interrupted)",
+                    extra={"kv": {"path": path}},
+                )
         for topic, parts in to_open:
             pids = sorted(int(p) for p in parts)
             for pid in pids:

@@ -110,6 +110,10 @@ class GuardedStore:
     def load(self) -> dict[str, Any]:
         return self.store.load()
 
+    @property
+    def torn_bytes(self) -> int:
+        return self.store.torn_bytes
+
     def put(self, key: str, value: Any | None) -> None:
         self.put_many({key: value})
 

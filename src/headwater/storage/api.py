@@ -250,6 +250,13 @@ class MetadataStore(Protocol):
 
     def close(self) -> None: ...
 
+    @property
+    def torn_bytes(self) -> int:
+        """Bytes of a torn final record cut when the store was opened (0 normally). A torn
+        record was never durable, so never acknowledged -- unless the file was damaged
+        instead, which cannot be told apart: callers that would delete data on the strength
+        of what the store names should set it aside instead when this is not 0."""
+
 
 class StorageEngine(Protocol):
     """An engine: partition logs addressed by 0-based (stream, topic, partition) ids,
@@ -270,12 +277,16 @@ class StorageEngine(Protocol):
 
     def delete_stream(self, stream_id: int) -> None: ...
 
-    def retain(self, partitions: Iterable[tuple[int, int, int]], *, dry_run: bool = False) -> list[str]:
+    def retain(
+        self, partitions: Iterable[tuple[int, int, int]], *, dry_run: bool = False, set_aside: bool = False
+    ) -> list[str]:
         """Delete every stream, topic and partition the engine holds that is not on the
         path of one of ``partitions`` ((stream, topic, partition) ids): leftovers of
         deletes a crash interrupted. Returns what was deleted (for the caller to log);
-        with ``dry_run``, what would be, deleting nothing. Called at boot, after the
-        catalog is loaded and before partitions are opened.
+        with ``dry_run``, what would be, deleting nothing. With ``set_aside``, trees that
+        hold data are moved somewhere the engine never reads again (for an operator to
+        restore or remove) instead of deleted; the returned strings then name where.
+        Called at boot, after the catalog is loaded and before partitions are opened.
         """
 
     def metadata(self, name: str) -> MetadataStore:

@@ -7,6 +7,7 @@ Layout under the data directory (Iggy ``server/storage-engine.mdx``,
         {start offset:020d}.log / .index       segments (see .segment, .index)
     <data>/metadata/<name>.journal / .snapshot  metadata stores (see .metadata)
     <data>/trash/                               deleted trees, emptied at start-up
+    <data>/lost+found/<UTC time>/streams/...    trees set aside, never read (see retain)
     <data>/.lock                                the holder's PID; flock'ed (see .lock)
 
 Opening an engine takes the directory's exclusive lock (:mod:`.lock`) before
@@ -27,6 +28,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import time
 import uuid
 from typing import Iterable
 
@@ -173,27 +175,40 @@ class LocalEngine:
         fsync_dir(os.path.dirname(trash))
         shutil.rmtree(trash, ignore_errors=True)
 
-    def retain(self, partitions: Iterable[tuple[int, int, int]], *, dry_run: bool = False) -> list[str]:
+    def retain(
+        self, partitions: Iterable[tuple[int, int, int]], *, dry_run: bool = False, set_aside: bool = False
+    ) -> list[str]:
         """Delete (through the trash) every stream, topic and partition directory
         not on the path of one of ``partitions`` ((stream, topic, partition) ids).
 
         Only directories named by a canonical decimal id are ours; any other
         entry is left alone. Returns the deleted directories that held files,
         as paths relative to the data directory; with ``dry_run`` the ones that
-        would be, deleting nothing.
+        would be, deleting nothing. With ``set_aside`` a directory holding files
+        is renamed under ``<data>/lost+found/<UTC time>/`` (same relative path;
+        the engine never reads there) instead of deleted, and the returned paths
+        name where it went; empty trees are still deleted.
         """
         self._check_open()
         keep = set(partitions)
         streams = {k[0] for k in keep}
         topics = {k[:2] for k in keep}
         removed: list[str] = []
+        aside_root = os.path.join(self.path, "lost+found", time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()))
 
         def sweep(directory: str, match) -> None:
             holds_files = any(files for _, _, files in os.walk(directory))
+            relative = os.path.relpath(directory, self.path)
+            if holds_files and set_aside:
+                target = os.path.join(aside_root, relative)
+                if not dry_run:
+                    self._set_aside(directory, target, match)
+                removed.append(os.path.relpath(target, self.path))
+                return
             if not dry_run:
                 self._discard(directory, match)
             if holds_files:  # an empty tree is not worth a word
-                removed.append(os.path.relpath(directory, self.path))
+                removed.append(relative)
 
         for s in _child_ids(os.path.join(self.path, "streams")):
             if s not in streams:
@@ -207,6 +222,16 @@ class LocalEngine:
                     if (s, t, p) not in keep:
                         sweep(self.partition_dir(s, t, p), lambda k, key=(s, t, p): k == key)
         return removed
+
+    def _set_aside(self, directory: str, target: str, match) -> None:
+        """Close the open logs ``match`` selects and rename ``directory`` to ``target``
+        (its parents made; both parent directories fsynced)."""
+        for key in [k for k in self._logs if match(k)]:
+            self._logs.pop(key).close()
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        os.rename(directory, target)
+        fsync_dir(os.path.dirname(directory))
+        fsync_dir(os.path.dirname(target))
 
     def delete_partition(self, stream_id: int, topic_id: int, partition_id: int) -> None:
         """Close the partition's log if open and delete its directory (absent is fine)."""
