@@ -132,6 +132,13 @@ def connections_gauge(protocol: str, transport: str):
     return CONNECTIONS.labels(protocol, transport)
 
 
+def count_connections(protocol: str, transport: str, count: Callable[[], int]) -> None:
+    """The connections gauge child for a listener that keeps its own table (uvicorn's for HTTP,
+    aioquic's for QUIC): ``count()`` is read at scrape time (the last listener registered for a
+    label wins; a server runs one per label)."""
+    CONNECTIONS.labels(protocol, transport).set_function(count)
+
+
 def observe_fsync(kind: str, seconds: float) -> None:
     """Record one sync (``kind``: ``group_commit`` for a flusher round, ``inline`` otherwise)."""
     FSYNC_SECONDS.labels(kind).observe(seconds)

@@ -182,3 +182,35 @@ def test_iggy_over_http_is_timed_per_transport(server):
     labels = {"stream": "metered-http", "topic": "t", "partition": "0"}
     assert value(f, "headwater_partition_messages_in_total", **labels) == 6
     assert value(f, "headwater_partition_messages_out_total", **labels) == 6
+
+
+def test_http_and_quic_connections_are_counted(server):
+    """uvicorn's HTTP connections and aioquic's QUIC connections appear in headwater_connections
+    (read from their own tables at scrape time) and leave it when they close."""
+    import http.client
+
+    def count(transport: str) -> float:
+        return value(scrape(server), "headwater_connections", protocol="iggy", transport=transport)
+
+    kept = []
+    for _ in range(2):  # keep-alive connections that stay open after their request
+        conn = http.client.HTTPConnection("127.0.0.1", server.http_port, timeout=10)
+        conn.request("GET", "/ping")
+        conn.getresponse().read()
+        kept.append(conn)
+    assert count("http") >= 3  # the two kept plus the scrape's own
+    for conn in kept:
+        conn.close()
+    deadline = time.monotonic() + 10
+    while count("http") > 1 and time.monotonic() < deadline:  # uvicorn sees the close on its next read
+        time.sleep(0.05)
+    assert count("http") == 1  # the scrape's own connection only
+
+    async def over_quic() -> float:
+        c = ig.IggyClient(ig.QuicConfig(server_address=f"127.0.0.1:{server.quic_port}", validate_certificate=False))
+        await c.connect()
+        await c.login_user("iggy", "iggy")
+        await c.ping()
+        return count("quic")
+
+    assert asyncio.run(asyncio.wait_for(over_quic(), 30)) == 1

@@ -17,6 +17,7 @@ import time
 import h11
 import uvicorn
 
+from ... import metrics
 from ...config import HttpConfig, format_address
 from .. import tls
 
@@ -68,6 +69,7 @@ class HttpListener:
         self._request_timeout_s = config.request_timeout_s
         self._waiting: dict[object, tuple[object, float]] = {}
         self._sweeper: asyncio.Task | None = None
+        metrics.count_connections("iggy", self.transport, lambda: self.connection_count)
 
     @property
     def bound_port(self) -> int:

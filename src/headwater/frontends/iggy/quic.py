@@ -37,6 +37,7 @@ from aioquic.asyncio.server import QuicServer
 from aioquic.quic.configuration import QuicConfiguration
 from aioquic.quic.events import ConnectionTerminated, HandshakeCompleted, StreamDataReceived, StreamReset
 
+from ... import metrics
 from ...codec.iggy import framing
 from ...config import format_address
 from .server import IggyFrontend, IggySession
@@ -230,6 +231,7 @@ class QuicListener:
         self._config.load_cert_chain(cert_file, key_file)
         self._transport: asyncio.DatagramTransport | None = None
         self._server: QuicServer | None = None
+        metrics.count_connections("iggy", "quic", lambda: self.connection_count)
 
     @property
     def bound_port(self) -> int:
