@@ -13,7 +13,7 @@ import struct
 import tempfile
 
 import pytest
-from hypothesis import example, given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 from storage_batches import stamped_batch
 
@@ -74,8 +74,26 @@ def test_a_torn_last_batch_is_cut_at_any_prefix(count, payload_size, cut_fractio
     batches = _batches(count, payload_size)
     last_start = len(batches[0]) + len(batches[1])
     cut = int(cut_fraction * len(batches[2]))  # bytes of the last batch that reached the disk: 0 .. len - 1
+    # the preallocated zeros may supply exactly the bytes that are missing (a batch ending in zero
+    # bytes, e.g. an empty payload's length): the file then holds the whole batch, which must be kept
+    assume((batches[2][:cut] + bytes(zeros))[: len(batches[2])] != batches[2])
     with tempfile.TemporaryDirectory() as tmp:
         _torn_prefix_is_cut(tmp, batches, last_start, cut, zeros, indexed)
+
+
+def test_a_last_batch_completed_by_preallocated_zeros_is_whole_and_kept():
+    """The missing tail of the last batch was all zero bytes and the segment's preallocated zeros
+    supply them: the bytes on disk are the whole batch, so recovery keeps it (and the checker agrees)."""
+    batches = _batches(1, 0)  # one message with an empty payload: the batch ends in zero bytes
+    assert batches[2].endswith(bytes(4))
+    last_start = len(batches[0]) + len(batches[1])
+    with tempfile.TemporaryDirectory() as tmp:
+        data = b"".join(batches)[:-4] + bytes(4096)
+        _write(tmp, data, _index(batches, 2))
+        assert not [f for f in _findings(tmp) if f.damage]
+        report = recover_partition(tmp, 1)
+        (seg,) = report.segments
+        assert (seg.size, seg.end_offset) == (last_start + len(batches[2]), 4), seg.stop_reason
 
 
 def test_a_torn_last_batch_is_cut_at_every_prefix_with_and_without_preallocation():
