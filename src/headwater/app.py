@@ -28,6 +28,7 @@ metadata store, release the lock.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import secrets
 import signal
@@ -416,6 +417,11 @@ async def serve(
     open_files: tuple[int, int] | None = None,
 ) -> None:
     app = await start(config, fresh=fresh, default_root=default_root, sources=sources)
+    # What start-up made (modules, schemas, the catalog) lives as long as the server: move it out
+    # of the collector's reach, so a full collection walks only what was made since (a full
+    # collection over start-up's ~80k objects took 50-120 ms of the event loop on this machine).
+    gc.collect()
+    gc.freeze()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
