@@ -52,6 +52,7 @@ def _verdicts(directory: str) -> tuple[str | None, list, list]:
 )
 @example(n=3, target="first", garbage=b"\xde\xad\xbe\xef" * 16, at=0)  # the QA reproduction
 @example(n=3, target="middle", garbage=b"\xff" * 8, at=32)  # a huge batch_length: looks torn
+@example(n=2, target="first", garbage=b"\x00\x00\x00\x00\x00\x010", at=26)  # a shorter batch_length: frame 0 overruns it
 def test_recovery_and_verify_agree_on_garbage_over_a_header(n, target, garbage, at):
     batches = _batches(n)
     k = 0 if target == "first" else n // 2 if n > 2 else 0
@@ -69,7 +70,9 @@ def test_recovery_and_verify_agree_on_garbage_over_a_header(n, target, garbage, 
         assert refusal is not None, findings  # a whole valid batch follows: never a torn tail
         assert damage, (refusal, findings)
         assert all(f.path == log for f in damage)
-        assert damage[0].position >= start and damage[0].position < start + 256, (damage, start)
+        # found within the damaged batch: at its header, or at its first frame when the garbage
+        # left a batch_length the frames overrun -- never at a batch after it
+        assert start <= damage[0].position < start + len(batches[k]), (damage, start)
         with open(log, "rb") as f:
             assert f.read() == raw  # refused: nothing cut
         with pytest.raises(ValueError, match=f"{log}: byte "):
