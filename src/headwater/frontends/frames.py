@@ -45,9 +45,10 @@ class FrameReader:
     """The reading side of one connection (see the module doc). Fed by :class:`FrameProtocol`."""
 
     __slots__ = ("_buf", "_view", "_start", "_end", "_limit", "_frame", "_filled", "_into_frame",
-                 "_want", "_cap", "_waiter", "_eof", "_exc", "_transport", "_paused")
+                 "_want", "_cap", "_waiter", "_eof", "_exc", "_transport", "_paused", "_loop")
 
-    def __init__(self, limit: int = 1 << 20):
+    def __init__(self, loop: asyncio.AbstractEventLoop, limit: int = 1 << 20):
+        self._loop = loop  # (asyncio.get_running_loop() costs a getpid() syscall per call on 3.11)
         self._buf = bytearray()
         self._view = memoryview(self._buf)
         self._start = 0  # staged bytes are _buf[_start:_end]
@@ -151,7 +152,7 @@ class FrameReader:
         if cap > len(self._buf) - self._start:
             self._restage(cap)
         self._resume_for_wait()
-        self._waiter = asyncio.get_running_loop().create_future()
+        self._waiter = self._loop.create_future()
         try:
             await self._waiter
         finally:
@@ -226,7 +227,7 @@ class FrameReader:
         self._frame = view = memoryview(frame)
         self._filled = staged
         self._resume_for_wait()
-        self._waiter = asyncio.get_running_loop().create_future()
+        self._waiter = self._loop.create_future()
         try:
             await self._waiter
             filled = self._filled
@@ -253,7 +254,7 @@ class FrameProtocol(asyncio.BufferedProtocol):
     def __init__(self, connected: Callable[[FrameReader, asyncio.StreamWriter], Awaitable[None]], limit: int):
         self._loop = asyncio.get_running_loop()
         self._connected = connected
-        self._reader = FrameReader(limit)
+        self._reader = FrameReader(self._loop, limit)
         self._closed = self._loop.create_future()
         self._over_ssl = False
         self._task: asyncio.Task | None = None
