@@ -47,7 +47,8 @@ _UNAUTHENTICATED = 40
 _INVALID_COMMAND = 3
 _FEATURE_UNAVAILABLE = 5
 _REQUEST_ALREADY_APPLIED = 59
-_SEND_MESSAGES = int(Command.SEND_MESSAGES)
+_OPERATION_OFFSET = 176  # the request header's operation byte (framing: 128 + client u128, checksum u128, ...)
+_SEND_MESSAGES_OPERATION = int(COMMAND_TO_OPERATION[Command.SEND_MESSAGES])  # (a write rides only its own)
 # request latency histograms by command code (headwater.metrics): produce and fetch only
 _TIMED = {
     int(Command.SEND_MESSAGES): metrics.request_histogram("iggy", "tcp", metrics.PRODUCE),
@@ -109,7 +110,7 @@ class IggyFrontend:
                 size = _SIZE.unpack_from(head, framing.SIZE_OFFSET)[0]
                 if size <= _HEADER:
                     body = b""
-                elif read_frame is not None and _SIZE.unpack_from(head, framing.CODE_OFFSET)[0] == _SEND_MESSAGES:
+                elif read_frame is not None and head[_OPERATION_OFFSET] == _SEND_MESSAGES_OPERATION:
                     body = await read_frame(size - _HEADER)  # received in place, stamped in place
                 else:
                     body = await reader.readexactly(size - _HEADER)
