@@ -254,7 +254,10 @@ class FrameProtocol(asyncio.BufferedProtocol):
     def __init__(self, connected: Callable[[FrameReader, asyncio.StreamWriter], Awaitable[None]], limit: int):
         self._loop = asyncio.get_running_loop()
         self._connected = connected
-        self._reader = FrameReader(self._loop, limit)
+        self._reader = reader = FrameReader(self._loop, limit)
+        # the event loop calls these twice per recv: straight to the reader, not through a method here
+        self.get_buffer = reader.get_buffer  # type: ignore[method-assign]
+        self.buffer_updated = reader.buffer_updated  # type: ignore[method-assign]
         self._closed = self._loop.create_future()
         self._over_ssl = False
         self._task: asyncio.Task | None = None

@@ -18,7 +18,9 @@ Limits (``Limits``; each 0 turns it off):
   the peer has read it down to a quarter, and read no further request in the
   meantime (backpressure; the kernel's socket buffers then stop the peer). One
   reply is always queued whole, so a connection holds at most this plus one
-  reply, plus its reader's buffer (2 x the reader limit, or one frame).
+  reply, plus its reader's buffer (2 x the reader limit, or one frame; with
+  ``framed=True`` the frame being read plus what its staging buffer holds, see
+  :mod:`.frames`).
 - A clock per connection, by phase (checked by one sweeper task per listener,
   every quarter of the smallest timeout, at most every second):
 
