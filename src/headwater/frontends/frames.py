@@ -20,11 +20,13 @@ Each raises ``asyncio.IncompleteReadError`` (with the bytes that did arrive) whe
 the peer closes first, or the transport's error when the connection broke. A
 read cancelled mid-frame leaves the stream mid-frame: the connection must close.
 
-Backpressure: once a read has waited, the transport reads only while a read waits,
-and no more than that read asked for (the next request's bytes stay in the kernel
-until a read wants them, so they are never staged and copied again); the kernel's
-socket buffers then stop the peer. Bytes arriving before the first read are staged,
-at most ``limit`` of them before the transport stops reading. A staging buffer is
+Backpressure: a read that waits for staged bytes lets the transport read no more than
+it asked for, and stops the transport once it has them (so the body after a header
+stays in the kernel until :meth:`FrameReader.read_frame` receives it in place). When
+no read waits (after a frame, while the handler runs), bytes are staged, at most
+``limit`` of them before the transport stops reading (pipelined requests: their bodies
+are then copied once, from the staging buffer); the kernel's socket buffers then stop
+the peer. A staging buffer is
 allocated at the first byte (an idle connection holds none) and dropped when it
 grew past 16 KiB and was emptied.
 
@@ -104,7 +106,6 @@ class FrameReader:
             self._filled += nbytes
             if self._filled == len(self._frame):  # type: ignore[arg-type]
                 self._wake()
-                self._pause()  # the next bytes wait in the kernel until a read wants them
             return
         self._end += nbytes
         if self._waiter is not None:
