@@ -13,7 +13,9 @@ Systems (``--only`` takes these names):
   socket), the apache-iggy poll consumer. Kafka protocol: confluent-kafka producer (linger.ms 5,
   batch.num.messages 10000, acks all) and consumer; kafka-python and aiokafka for reference.
   fsync on = topics created with the Iggy topic option ``enforce_fsync`` (every append
-  fdatasynced before its acknowledgement).
+  fdatasynced before its acknowledgement); fsync off = ``messages_required_to_save`` and
+  ``size_of_messages_required_to_save`` at their maxima (16 Mi messages, 1 GiB: no fdatasync
+  within a run that stores less than that per topic; the server's default is left alone).
 - ``mock``: librdkafka's in-process mock cluster (``test.mock.num.brokers=1``), same confluent
   settings: the ceiling of the Kafka client path. No server process, so no server CPU.
 - ``redis``: Debian ``redis-server`` with ``appendonly yes``, ``appendfsync everysec`` (fsync
@@ -60,6 +62,14 @@ SYSTEMS = ("headwater", "mock", "redis", "nats")
 HW_DEFAULT = report.HW_DEFAULT_FSYNC
 """Headwater's default: acknowledged appends are fdatasynced once 1024 messages (or 1 MiB) are unsynced
 (topic options ``messages_required_to_save`` / ``size_of_messages_required_to_save``)."""
+HW_OFF = report.HW_OFF_FSYNC
+"""Both thresholds at their maxima (16 Mi messages, 1 GiB): no fdatasync within a short run."""
+TOPIC_OPTIONS = {
+    "on": {"enforce_fsync": "true"},
+    HW_DEFAULT: {"enforce_fsync": "false"},
+    HW_OFF: {"enforce_fsync": "false", "messages_required_to_save": str(16 * 1024 * 1024),
+             "size_of_messages_required_to_save": str(1 << 30)},
+}
 REDIS_BENCHMARK_CLIENTS = 8
 REDIS_BENCHMARK_PIPELINE = 100
 
@@ -71,7 +81,7 @@ class Case:
     system: str
     label: str
     client: str
-    fsync: str  # when the server fsyncs before acking: "on" (every write), or its default (see FSYNC)
+    fsync: str  # when the server fsyncs: "on" (before every ack), its default, or off (see TOPIC_OPTIONS)
     phases: tuple[str, ...] = ("produce", "consume", "latency")
     producers: int = 1
     consumer_label: str = ""
@@ -259,10 +269,11 @@ class Run:
     def profile_name(self, case: Case, size: int) -> str | None:
         if not self.args.profile or case.system != "headwater" or case.fsync == "on" or size != self.args.sizes[0]:
             return None
-        if case.client == "confluent":
+        suffix = "" if case.fsync == HW_DEFAULT else ", fsync off"
+        if case.client == "confluent" and not suffix:
             return "confluent-kafka produce"
         if case.client == "iggy-sdk" and case.producers == 1:
-            return "apache-iggy send"
+            return "apache-iggy send" + suffix
         return None
 
     def start_profile(self, server: ServerProcess | None, name: str):
@@ -286,7 +297,8 @@ class Run:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(10)
-        self.profiles[name] = {"raw": str(out), "size": self.args.sizes[0]}
+        self.profiles[name] = {"raw": str(out), "size": self.args.sizes[0],
+                              "fsync": HW_OFF if name.endswith("fsync off") else HW_DEFAULT}
 
     # -- systems ----------------------------------------------------------------------------
 
@@ -304,12 +316,15 @@ class Run:
             Case("headwater", "Kafka: aiokafka", "aiokafka", HW_DEFAULT, ("produce", "consume")),
             Case("headwater", "Iggy: raw generator", "iggy-raw", "on", ("produce", "latency")),
             Case("headwater", "Kafka: confluent-kafka", "confluent", "on", ("produce", "latency")),
+            Case("headwater", "Iggy: apache-iggy x1", "iggy-sdk", HW_OFF, ("produce",)),
+            Case("headwater", "Iggy: apache-iggy x4", "iggy-sdk", HW_OFF, ("produce",), producers=4),
+            Case("headwater", "Iggy: raw generator", "iggy-raw", HW_OFF, ("produce", "latency")),
         ]
         try:
             for size in self.args.sizes:
                 for i, case in enumerate(cases):
                     topic = f"t{i}-{case.client}-{size}"
-                    asyncio.run(create_iggy_topic(server.iggy, topic, case.fsync == "on"))
+                    asyncio.run(create_iggy_topic(server.iggy, topic, TOPIC_OPTIONS[case.fsync]))
                     target = {"iggy": server.iggy, "kafka": server.kafka, "stream": "bench", "topic": topic,
                               "kafka_topic": f"bench.{topic}"}
                     self.run_case(case, size, target, server)
@@ -423,8 +438,8 @@ class Run:
         }
 
 
-async def create_iggy_topic(address: str, topic: str, fsync: bool) -> None:
-    """Stream ``bench`` (once) and a one-partition topic; ``enforce_fsync`` when ``fsync``."""
+async def create_iggy_topic(address: str, topic: str, options: dict[str, str]) -> None:
+    """Stream ``bench`` (once) and a one-partition topic with these topic ``options``."""
     from apache_iggy import IggyClient
 
     c = IggyClient(address)
@@ -432,7 +447,7 @@ async def create_iggy_topic(address: str, topic: str, fsync: bool) -> None:
     await c.login_user("iggy", "iggy")
     if await c.get_stream("bench") is None:
         await c.create_stream("bench")
-    await c.create_topic("bench", topic, 1, options={"enforce_fsync": "true" if fsync else "false"})
+    await c.create_topic("bench", topic, 1, options=options)
 
 
 def machine_note() -> dict:

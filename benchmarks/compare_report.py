@@ -97,7 +97,8 @@ def ratio_lines(rows: list[dict]) -> list[str]:
     Headwater above 1) and server CPU per message (lower is better for Headwater below 1).
 
     Headwater's figure is its best row (fastest, or least CPU) among those of the same fsync
-    class: fsync "on" peers meet Headwater's ``enforce_fsync`` rows, all others its default rows.
+    class: fsync "on" peers meet Headwater's ``enforce_fsync`` rows, all others its default rows
+    (never its fsync "off" rows).
     The mock cluster is met by Headwater's confluent-kafka row alone (same client, same settings).
     """
     ok = [r for r in rows if not r["error"] and r["count"]]
@@ -107,7 +108,7 @@ def ratio_lines(rows: list[dict]) -> list[str]:
     for peer in (r for r in ok if r["system"] != "headwater" and r["op"] in ("produce", "consume")):
         want_on = peer["fsync"] == "on"
         mine = [r for r in hw if r["size"] == peer["size"] and r["op"] == peer["op"]
-                and (r["fsync"] == "on") == want_on]
+                and r["fsync"] == ("on" if want_on else HW_DEFAULT_FSYNC)]
         if peer["system"] == "mock":
             mine = [r for r in mine if "confluent" in r["label"]]
         if not mine:
@@ -156,6 +157,7 @@ def _short(frame: str) -> str:
 
 
 HW_DEFAULT_FSYNC = "1024 msgs"
+HW_OFF_FSYNC = "off"
 
 
 def summarise_profiles(result: dict) -> dict:
@@ -164,13 +166,14 @@ def summarise_profiles(result: dict) -> dict:
     out = {}
     rows = {(r["label"], r["op"], r["fsync"], r["size"]): r for r in result["rows"] if r["system"] == "headwater"}
     size = result["settings"]["sizes"][0]  # compare.py profiles the first size
-    which = {"confluent-kafka produce": "Kafka: confluent-kafka", "apache-iggy send": "Iggy: apache-iggy x1"}
+    which = {"confluent-kafka produce": "Kafka: confluent-kafka", "apache-iggy send": "Iggy: apache-iggy x1",
+             "apache-iggy send, fsync off": "Iggy: apache-iggy x1"}
     for name, info in result.get("profiles", {}).items():
         if "raw" not in info or not Path(info["raw"]).exists():
             out[name] = info
             continue
         s = summarise_raw(Path(info["raw"]))
-        row = rows.get((which.get(name), "produce", HW_DEFAULT_FSYNC, info.get("size", size)), {})
+        row = rows.get((which.get(name), "produce", info.get("fsync", HW_DEFAULT_FSYNC), info.get("size", size)), {})
         us = (row.get("cpu_s_per_m") or 0.0)  # s per million = µs per message
         total = s["samples"] or 1
         out[name] = {

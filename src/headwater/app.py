@@ -173,7 +173,7 @@ class App:
             t = cfg.tcp
             ctx = tls.server_context(t.tls_cert_file, t.tls_key_file, data_dir, "tcp.tls_cert_file") if t.tls_enabled else None
             return Listener(b.name, b.host, b.port, iggy.serve, limits=iggy_limits(t), sockets=b.sockets, ssl=ctx,
-                            protocol="iggy", transport="tls-tcp" if ctx else "tcp")
+                            protocol="iggy", transport="tls-tcp" if ctx else "tcp", framed=True)
         except tls.TlsConfigError as e:
             raise StartupError(e.option, e.problem, bad_value=True) from None
 

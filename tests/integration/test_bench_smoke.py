@@ -53,6 +53,9 @@ def test_compare_quick_run_moves_every_message(tmp_path):
     assert all(s["why"] and s["rows"] for s in skipped.values())
 
     produced = {(r["system"], r["label"], r["fsync"]): r for r in rows if r["op"] == "produce"}
+    # Headwater's Iggy produce rows at each fsync setting: its default, enforce_fsync, no sync within the run
+    assert {f for (system, label, f) in produced if system == "headwater" and label.startswith("Iggy")} == \
+        {"1024 msgs", "on", "off"}
     for key, r in produced.items():
         assert r["count"] == MESSAGES and r["stopped_by"] == "count", (key, r["count"])
     consumed = [r for r in rows if r["op"] == "consume"]

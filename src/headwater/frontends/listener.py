@@ -18,7 +18,9 @@ Limits (``Limits``; each 0 turns it off):
   the peer has read it down to a quarter, and read no further request in the
   meantime (backpressure; the kernel's socket buffers then stop the peer). One
   reply is always queued whole, so a connection holds at most this plus one
-  reply, plus its reader's buffer (2 x the reader limit, or one frame).
+  reply, plus its reader's buffer (2 x the reader limit, or one frame; with
+  ``framed=True`` the frame being read plus what its staging buffer holds, see
+  :mod:`.frames`).
 - A clock per connection, by phase (checked by one sweeper task per listener,
   every quarter of the smallest timeout, at most every second):
 
@@ -54,6 +56,7 @@ from typing import Awaitable, Callable
 
 from .. import metrics
 from ..config import format_address
+from .frames import FrameProtocol, FrameReader
 
 log = logging.getLogger("headwater.listener")
 
@@ -115,7 +118,7 @@ class Connection:
         """Handling a request or sending its reply (shutdown lets it finish)."""
         return self.phase == BUSY or self.phase == SENDING
 
-    async def receive(self, reader: asyncio.StreamReader, n: int) -> bytes:
+    async def receive(self, reader: asyncio.StreamReader | FrameReader, n: int) -> bytes:
         """The first ``n`` bytes of the next frame: IDLE until one arrives, then RECEIVING.
 
         Raises IncompleteReadError when the peer closes first."""
@@ -195,7 +198,7 @@ class Connection:
             transport.abort()  # the peer does not read: drop what is queued
 
 
-Serve = Callable[[asyncio.StreamReader, asyncio.StreamWriter, Connection], Awaitable[None]]
+Serve = Callable[[asyncio.StreamReader | FrameReader, asyncio.StreamWriter, Connection], Awaitable[None]]
 
 
 def bind(host: str, port: int) -> list[socket.socket]:
@@ -231,14 +234,18 @@ def bind(host: str, port: int) -> list[socket.socket]:
 class Listener:
     def __init__(self, name: str, host: str, port: int, serve: Serve, *, limit: int = 1 << 20,
                  limits: Limits | None = None, sockets: list[socket.socket] | None = None,
-                 ssl: "ssl_mod.SSLContext | None" = None, protocol: str = "", transport: str = "tcp"):
+                 ssl: "ssl_mod.SSLContext | None" = None, protocol: str = "", transport: str = "tcp",
+                 framed: bool = False):
         """``limits``: see the module doc (None: every limit off). ``sockets``: already
         bound by :func:`bind` (the listener owns them from now on; :meth:`start` listens
         on them); None: :meth:`start` binds ``host:port`` itself. ``ssl``: serve TLS (the
         handshake must finish within ``frame_receive_timeout_s``, else 60 s; a failed one
         closes that connection before ``serve`` sees it). ``protocol`` ("iggy", "kafka";
         default ``name``) and ``transport`` ("tcp", "tls-tcp", "websocket", "wss", "kafka",
-        "kafka-ssl"...): for logs and the labels of its ``headwater_connections`` gauge."""
+        "kafka-ssl"...): for logs and the labels of its ``headwater_connections`` gauge.
+        ``framed``: ``serve`` gets a :class:`~headwater.frontends.frames.FrameReader` (``read``,
+        ``readexactly``, ``read_frame``: a body received in place) instead of an
+        ``asyncio.StreamReader``; ``limit`` bounds its staging buffer the same way."""
         self.name = name
         self.transport = transport
         self._ssl = ssl
@@ -248,6 +255,7 @@ class Listener:
         self._serve = serve
         self._limit = limit
         self._sockets = sockets
+        self._framed = framed
         self.limits = limits or Limits()
         self._server: asyncio.base_events.Server | None = None
         self._more_servers: list[asyncio.base_events.Server] = []  # one per further bound address
@@ -271,7 +279,20 @@ class Listener:
         tls = {}
         if self._ssl is not None:
             tls = {"ssl": self._ssl, "ssl_handshake_timeout": self.limits.frame_receive_timeout_s or 60.0}
-        if self._sockets is None:
+        if self._framed:
+            loop = asyncio.get_running_loop()
+            limit = self._limit
+
+            def factory() -> FrameProtocol:
+                return FrameProtocol(self._on_connect, limit)
+
+            if self._sockets is None:
+                self._server = await loop.create_server(factory, self.host, self.port, reuse_address=True,
+                                                        backlog=1024, **tls)
+            else:
+                servers = [await loop.create_server(factory, sock=s, backlog=1024, **tls) for s in self._sockets]
+                self._server, self._more_servers = servers[0], servers[1:]
+        elif self._sockets is None:
             self._server = await asyncio.start_server(
                 self._on_connect, self.host, self.port, limit=self._limit, reuse_address=True, backlog=1024, **tls
             )
@@ -302,7 +323,7 @@ class Listener:
             self._refused = 0
             self._refused_logged_at = now
 
-    async def _on_connect(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _on_connect(self, reader: asyncio.StreamReader | FrameReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
         peer = writer.get_extra_info("peername")

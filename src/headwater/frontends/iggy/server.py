@@ -28,6 +28,7 @@ from ...config import TcpConfig
 from ...core import errors as core_errors
 from ...core.broker import Broker
 from ...core.users import USER_ACTIVE
+from ..frames import FrameReader
 from ..listener import Connection, Limits
 from . import handlers  # noqa: F401  (registers every handler)
 from .errors import code_for
@@ -46,6 +47,8 @@ _UNAUTHENTICATED = 40
 _INVALID_COMMAND = 3
 _FEATURE_UNAVAILABLE = 5
 _REQUEST_ALREADY_APPLIED = 59
+_OPERATION_OFFSET = 176  # the request header's operation byte (framing: 128 + client u128, checksum u128, ...)
+_SEND_MESSAGES_OPERATION = int(COMMAND_TO_OPERATION[Command.SEND_MESSAGES])  # (a write rides only its own)
 # request latency histograms by command code (headwater.metrics): produce and fetch only
 _TIMED = {
     int(Command.SEND_MESSAGES): metrics.request_histogram("iggy", "tcp", metrics.PRODUCE),
@@ -82,14 +85,17 @@ class IggyFrontend:
         still "tcp" as Iggy reports it). The caller must :meth:`IggySession.close` it."""
         return IggySession(self, peer, transport)
 
-    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, conn: Connection) -> None:
-        """One TCP (or TLS-over-TCP) connection: a byte stream of whole frames."""
+    async def serve(self, reader: asyncio.StreamReader | FrameReader, writer: asyncio.StreamWriter,
+                    conn: Connection) -> None:
+        """One TCP (or TLS-over-TCP) connection: a byte stream of whole frames. With a
+        :class:`FrameReader` a SendMessages body is received straight into its own bytearray."""
         session = self.session(conn.peer, "tcp")
 
         def evict_stale() -> None:  # the listener's idle timeout (or the heartbeat allowance) ran out
             writer.write(session.evict_stale())
 
         conn.on_idle = evict_stale
+        read_frame = getattr(reader, "read_frame", None)  # a FrameReader (framed listener)
         try:
             while not conn.closing.is_set():
                 try:
@@ -102,7 +108,12 @@ class IggyFrontend:
                     await conn.drain(writer)
                     return
                 size = _SIZE.unpack_from(head, framing.SIZE_OFFSET)[0]
-                body = await reader.readexactly(size - _HEADER) if size > _HEADER else b""
+                if size <= _HEADER:
+                    body = b""
+                elif read_frame is not None and head[_OPERATION_OFFSET] == _SEND_MESSAGES_OPERATION:
+                    body = await read_frame(size - _HEADER)  # received in place, stamped in place
+                else:
+                    body = await reader.readexactly(size - _HEADER)
                 conn.handling()
                 out = await session.handle(head, body)
                 await conn.reply(writer, out)

@@ -1,0 +1,322 @@
+"""A connection reader that receives a frame's body straight into the frame's own buffer.
+
+``asyncio.StreamReader`` copies every byte three times on its way to a handler:
+the transport's ``recv`` into a fresh ``bytes``, ``feed_data`` into the reader's
+``bytearray``, ``readexactly`` out of it again (and ``del buffer[:n]`` moves
+what follows). :class:`FrameProtocol` is an ``asyncio.BufferedProtocol``: the
+event loop ``recv_into``'s the buffer it hands out. While :meth:`FrameReader.read_frame`
+waits for a body, that buffer is the body's own ``bytearray``: kernel -> body,
+one copy, one wake-up of the reading coroutine per frame instead of one per chunk.
+Other reads (a header, a size prefix) are received into a small staging buffer.
+
+Reads (one at a time per connection, like ``StreamReader``):
+
+- :meth:`FrameReader.read` ``(n)``: 1..n bytes as ``bytes``; ``b""`` at end of stream.
+- :meth:`FrameReader.readexactly` ``(n)``: exactly n bytes as ``bytes``.
+- :meth:`FrameReader.read_frame` ``(n)``: exactly n bytes in a new ``bytearray`` the
+  caller owns (writable: the Iggy send path stamps offsets into it in place).
+
+Each raises ``asyncio.IncompleteReadError`` (with the bytes that did arrive) when
+the peer closes first, or the transport's error when the connection broke. A
+read cancelled mid-frame leaves the stream mid-frame: the connection must close.
+
+Backpressure: a read that waits for staged bytes lets the transport read no more than
+it asked for, and stops the transport once it has them (so the body after a header
+stays in the kernel until :meth:`FrameReader.read_frame` receives it in place). When
+no read waits (after a frame, while the handler runs), bytes are staged, at most
+``limit`` of them before the transport stops reading (pipelined requests: their bodies
+are then copied once, from the staging buffer); the kernel's socket buffers then stop
+the peer. A staging buffer is
+allocated at the first byte (an idle connection holds none) and dropped when it
+grew past 16 KiB and was emptied.
+
+TLS: asyncio's and uvloop's SSL transports hand a ``BufferedProtocol`` the
+decrypted bytes through the same ``get_buffer`` / ``buffer_updated`` calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Awaitable, Callable
+
+_INITIAL = 16 * 1024  # staging buffer bytes, allocated at the first read (an idle connection holds none)
+_MIN_FREE = 4 * 1024  # a recv into the staging buffer gets at least this much room
+
+
+class FrameReader:
+    """The reading side of one connection (see the module doc). Fed by :class:`FrameProtocol`."""
+
+    __slots__ = ("_buf", "_view", "_start", "_end", "_limit", "_frame", "_filled", "_into_frame",
+                 "_want", "_cap", "_waiter", "_eof", "_exc", "_transport", "_paused", "_loop")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, limit: int = 1 << 20):
+        self._loop = loop  # (asyncio.get_running_loop() costs a getpid() syscall per call on 3.11)
+        self._buf = bytearray()
+        self._view = memoryview(self._buf)
+        self._start = 0  # staged bytes are _buf[_start:_end]
+        self._end = 0
+        self._limit = max(limit, _INITIAL)
+        self._frame: memoryview | None = None  # the body read_frame is filling in place
+        self._filled = 0
+        self._into_frame = False  # the last get_buffer handed out the frame, not the staging buffer
+        self._want = 0  # staged bytes the waiter needs
+        self._cap = 0  # staged bytes the waiter can take (a recv reads no further)
+        self._waiter: asyncio.Future | None = None
+        self._eof = False
+        self._exc: BaseException | None = None
+        self._transport: asyncio.BaseTransport | None = None
+        self._paused = False
+
+    # ------------------------------------------------------------------ protocol side
+    def set_transport(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        frame = self._frame
+        if frame is not None and self._filled < len(frame):
+            self._into_frame = True
+            return frame[self._filled:]
+        self._into_frame = False
+        if self._waiter is not None:  # read just what the waiting read asked for (it is short of it)
+            end = self._start + self._cap
+            if end > len(self._buf):
+                self._restage(self._cap)
+                end = self._cap
+            return self._view[self._end:end]
+        if len(self._buf) - self._end < _MIN_FREE:
+            self._make_room()
+        return self._view[self._end:]
+
+    def _make_room(self) -> None:
+        staged = self._end - self._start
+        size = len(self._buf)
+        self._restage(max(_INITIAL, size if size - staged >= _MIN_FREE else size * 2))
+
+    def _restage(self, size: int) -> None:
+        """Move the staged bytes to the front of a fresh buffer of ``size`` bytes (never in place:
+        an overlapping copy within one bytearray is not safe)."""
+        staged = self._end - self._start
+        buf = bytearray(max(size, staged + _MIN_FREE))
+        buf[:staged] = self._view[self._start:self._end]
+        self._buf, self._view = buf, memoryview(buf)
+        self._start, self._end = 0, staged
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if self._into_frame:
+            self._filled += nbytes
+            if self._filled == len(self._frame):  # type: ignore[arg-type]
+                self._wake()
+            return
+        self._end += nbytes
+        if self._waiter is not None:
+            if self._end - self._start >= self._want:
+                self._wake()
+                self._pause()
+        elif self._end - self._start >= self._limit:
+            self._pause()
+
+    def feed_eof(self) -> None:
+        self._eof = True
+        self._wake()
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        if exc is not None:
+            self._exc = exc
+        self._eof = True
+        self._wake()
+
+    def exception(self) -> BaseException | None:
+        return self._exc
+
+    def at_eof(self) -> bool:
+        return self._eof and self._start == self._end
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None:
+            self._waiter = None
+            if not waiter.done():
+                waiter.set_result(None)
+
+    def _pause(self) -> None:
+        if not self._paused and self._transport is not None:
+            self._paused = True
+            self._transport.pause_reading()  # type: ignore[attr-defined]
+
+    # ------------------------------------------------------------------ reading side
+    async def _wait(self, want: int, cap: int) -> None:
+        """Until ``want`` bytes are staged (``cap`` at most, ``cap >= want``), or the stream ended."""
+        if self._waiter is not None:
+            raise RuntimeError("another read is already waiting on this connection")
+        self._want = want
+        self._cap = cap
+        if cap > len(self._buf) - self._start:
+            self._restage(cap)
+        self._resume_for_wait()
+        self._waiter = self._loop.create_future()
+        try:
+            await self._waiter
+        finally:
+            self._waiter = None
+
+    def _resume_for_wait(self) -> None:
+        if self._paused and self._transport is not None:  # a read waits for more: always read on
+            self._paused = False
+            self._transport.resume_reading()  # type: ignore[attr-defined]
+
+    def _failed(self, partial: bytes, n: int) -> BaseException:
+        if self._exc is not None:
+            return self._exc
+        return asyncio.IncompleteReadError(partial, n)
+
+    def _take(self, n: int) -> bytes:
+        start = self._start
+        data = bytes(self._view[start:start + n])
+        self._consumed(start + n)
+        return data
+
+    def _consumed(self, start: int) -> None:
+        """The staged bytes before ``start`` were taken. An emptied buffer that grew goes."""
+        if start < self._end:
+            self._start = start
+            return
+        self._start = self._end = 0
+        if len(self._buf) > _INITIAL:
+            self._buf = bytearray()
+            self._view = memoryview(self._buf)
+
+    async def read(self, n: int) -> bytes:
+        """Up to ``n`` bytes (at least one), ``b""`` at the end of the stream."""
+        if n <= 0:
+            return b""
+        if self._start == self._end:
+            if self._exc is not None:
+                raise self._exc
+            if not self._eof:
+                await self._wait(1, n)
+            if self._start == self._end:
+                if self._exc is not None:
+                    raise self._exc
+                return b""
+        return self._take(min(n, self._end - self._start))
+
+    async def readexactly(self, n: int) -> bytes:
+        """Exactly ``n`` bytes. Raises IncompleteReadError when the stream ends first."""
+        if n < 0:
+            raise ValueError("readexactly size can not be less than zero")
+        while self._end - self._start < n:
+            if self._eof or self._exc is not None:
+                raise self._failed(self._take(self._end - self._start), n)
+            await self._wait(n, n)
+        return self._take(n)
+
+    async def read_frame(self, n: int) -> bytearray:
+        """Exactly ``n`` bytes in a new ``bytearray``, received in place (see the module doc).
+        Raises IncompleteReadError (with what arrived) when the stream ends first."""
+        frame = bytearray(n)
+        staged = min(n, self._end - self._start)
+        if staged:
+            start = self._start
+            frame[:staged] = self._view[start:start + staged]
+            self._consumed(start + staged)
+        if staged == n:
+            return frame
+        if self._eof or self._exc is not None:
+            raise self._failed(bytes(frame[:staged]), n)
+        if self._waiter is not None:
+            raise RuntimeError("another read is already waiting on this connection")
+        self._frame = view = memoryview(frame)
+        self._filled = staged
+        self._resume_for_wait()
+        self._waiter = self._loop.create_future()
+        try:
+            await self._waiter
+            filled = self._filled
+        finally:
+            self._waiter = None
+            self._frame = None
+            self._into_frame = False
+            view.release()
+        if filled < n:
+            raise self._failed(bytes(frame[:filled]), n)
+        return frame
+
+
+class FrameProtocol(asyncio.BufferedProtocol):
+    """Feeds a :class:`FrameReader`; writes go through an ``asyncio.StreamWriter`` (drain, close,
+    ``wait_closed`` as with ``asyncio.start_server``). Each connection runs ``connected(reader, writer)``
+    as a task, as ``asyncio.start_server``'s callback runs.
+
+    Not an ``asyncio.Protocol`` subclass (so not ``asyncio.streams.FlowControlMixin``): uvloop
+    treats a protocol that is one as a plain ``data_received`` protocol even when it has
+    ``get_buffer``. The writer's flow control (``pause_writing``, ``resume_writing``,
+    ``_drain_helper``: what ``StreamWriter.drain`` awaits) is therefore here."""
+
+    def __init__(self, connected: Callable[[FrameReader, asyncio.StreamWriter], Awaitable[None]], limit: int):
+        self._loop = asyncio.get_running_loop()
+        self._connected = connected
+        self._reader = reader = FrameReader(self._loop, limit)
+        # the event loop calls these twice per recv: straight to the reader, not through a method here
+        self.get_buffer = reader.get_buffer  # type: ignore[method-assign]
+        self.buffer_updated = reader.buffer_updated  # type: ignore[method-assign]
+        self._closed = self._loop.create_future()
+        self._over_ssl = False
+        self._task: asyncio.Task | None = None
+        self._write_paused = False
+        self._drain_waiters: list[asyncio.Future] = []
+        self._lost = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._reader.set_transport(transport)
+        self._over_ssl = transport.get_extra_info("sslcontext") is not None
+        # no reader for the writer: StreamWriter insists on a StreamReader there, and drain()
+        # learns of a lost connection from this protocol (_drain_helper) anyway
+        writer = asyncio.StreamWriter(transport, self, None, self._loop)
+        self._task = self._loop.create_task(self._connected(self._reader, writer))
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._reader.get_buffer(sizehint)
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self._reader.buffer_updated(nbytes)
+
+    def eof_received(self) -> bool:
+        self._reader.feed_eof()
+        return not self._over_ssl  # plain TCP: keep the write side open for the replies in flight
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        self._lost = True
+        self._reader.connection_lost(exc)
+        if not self._closed.done():
+            self._closed.set_result(None)
+        self._release_drains(exc)
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        self._release_drains(None)
+
+    def _release_drains(self, exc: BaseException | None) -> None:
+        for waiter in self._drain_waiters:
+            if not waiter.done():
+                if exc is None:
+                    waiter.set_result(None)
+                else:
+                    waiter.set_exception(exc)
+
+    async def _drain_helper(self) -> None:
+        if self._lost:
+            raise ConnectionResetError("Connection lost")
+        if not self._write_paused:
+            return
+        waiter = self._loop.create_future()
+        self._drain_waiters.append(waiter)
+        try:
+            await waiter
+        finally:
+            self._drain_waiters.remove(waiter)
+
+    def _get_close_waiter(self, stream) -> asyncio.Future:
+        return self._closed
