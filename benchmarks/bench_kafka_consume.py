@@ -19,7 +19,8 @@ Each row: msg/s, the server's CPU seconds per million records (utime + stime fro
 ``/proc/<pid>/stat``), and for the Python consumer its own CPU per million records split into the
 Python thread (the loop) and librdkafka's threads (``rdk:broker*``: reading and parsing the fetch
 responses), with the share of one core the process used. ``--profile DIR`` py-spies (raw format)
-the server of each interpreter during its consume runs.
+the server of each interpreter during its consume runs (``DIR/consume-server<N>.txt``, N counting
+``--server-python`` from 1).
 """
 
 from __future__ import annotations
@@ -108,7 +109,7 @@ def confluent(kafka: str, topic: str, n: int, pid: int, settings: dict) -> dict:
             "client_core": (p1 - p0) / (t1 - t0), "python_s_per_m": py / n * 1e6, "rdkafka_s_per_m": rdk / n * 1e6}
 
 
-def run(python: str, args, label: str) -> list[dict]:
+def run(python: str, args, label: str, index: int) -> list[dict]:
     base = Path(tempfile.mkdtemp(prefix="hw-consume-"))
     server = Headwater(base, python).start()
     spy = None
@@ -121,7 +122,7 @@ def run(python: str, args, label: str) -> list[dict]:
             Path(args.profile).mkdir(parents=True, exist_ok=True)
             spy = subprocess.Popen([os.path.join(os.path.dirname(sys.executable), "py-spy"), "record", "-p",
                                     str(server.pid), "-r", "200", "-f", "raw", "-o",
-                                    os.path.join(args.profile, f"consume-{label}.txt"), "--nonblocking"],
+                                    os.path.join(args.profile, f"consume-server{index}.txt"), "--nonblocking"],
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             time.sleep(1)
         for i in range(args.repeat):
@@ -159,10 +160,10 @@ def main() -> None:
     ap.add_argument("--server-python", action="append", help="interpreter running `headwater serve` (repeatable)")
     ap.add_argument("--profile", metavar="DIR", help="py-spy the server during the consume runs")
     args = ap.parse_args()
-    pythons = args.server_python or [sys.executable]
+    pythons = [os.path.abspath(p) for p in args.server_python or [sys.executable]]
     rows = []
     for i, python in enumerate(pythons):
-        rows += run(python, args, f"{i + 1}: {python}")
+        rows += run(python, args, f"{i + 1}: {python}", i + 1)
     print(f"<!-- {args.messages} records of {args.size} B; load average at end {os.getloadavg()} -->")
     print(table(rows))
 
