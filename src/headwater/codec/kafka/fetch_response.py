@@ -5,7 +5,7 @@ partition's records into its output buffer after the caller has already joined t
 batches into one ``bytes``: two copies of every fetched byte. Here the body is one
 ``b"".join`` of small header pieces and the caller's record batches themselves, so each fetched
 byte is copied once; the result is identical to kio's encoding of the same response
-(``tests/unit/test_kafka_fetch_response.py``). All integers big-endian; "compact" (v12+,
+(``tests/unit/codec/kafka/test_kafka_fetch_response.py``). All integers big-endian; "compact" (v12+,
 flexible) means an unsigned-varint length + 1 (0 = null) and a tagged-field section after each
 structure, written empty (a single 0 byte: every tagged field here has its default)::
 
@@ -33,6 +33,7 @@ from typing import NamedTuple, Sequence
 from .guard import uvarint
 
 _I32 = struct.Struct(">i")
+_I16 = struct.Struct(">h")
 _I16_I32 = struct.Struct(">hi")
 _PARTITION = struct.Struct(">ihqq")  # partition_index, error_code, high_watermark, last_stable_offset
 _I64 = struct.Struct(">q")
@@ -88,7 +89,7 @@ def encode_fetch_response(version: int, throttle_time_ms: int, error_code: int, 
             parts.append(_NIL_UUID if topic.topic_id is None else topic.topic_id.bytes)
         else:
             name = topic.name.encode()
-            parts.append(uvarint(len(name) + 1) if flexible else struct.pack(">h", len(name)))
+            parts.append(uvarint(len(name) + 1) if flexible else _I16.pack(len(name)))
             parts.append(name)
         parts.append(_count(len(topic.partitions), flexible))
         for p in topic.partitions:
