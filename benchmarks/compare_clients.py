@@ -44,6 +44,15 @@ RAW_WINDOW = 8
 REDIS_PIPELINE = 1000
 KAFKA_PRODUCER = {"linger.ms": 5, "batch.num.messages": 10000, "acks": "all"}
 """The confluent-kafka producer settings of every Kafka-protocol run (Headwater and the mock)."""
+CONFLUENT_CONSUMER = {"max.partition.fetch.bytes": 8 << 20, "queued.min.messages": 1_000_000,
+                      "fetch.queue.backoff.ms": 10}
+"""confluent-kafka's consumer settings, as a user chasing throughput sets them (see docs/benchmarks.md,
+"Kafka consume path"): with librdkafka's defaults (2.x) the prefetch queue holds
+``queued.min.messages`` 100000 records and, each time a fetch response leaves more than that
+queued, the partition's next fetch waits ``fetch.queue.backoff.ms`` (1000 ms) even once the
+application has drained it, so a fast reader idles most of each second (~200k msg/s, consumer and
+server both mostly idle). 8 MiB per-partition fetches are what the kafka-python and aiokafka runs use
+(``PY_KAFKA_CONSUMER``); every record still travels and is converted by the server."""
 PY_KAFKA_CONSUMER = {"enable_auto_commit": False, "auto_offset_reset": "earliest",
                      "max_partition_fetch_bytes": 8 << 20}
 """kafka-python's and aiokafka's consumer settings (the same names in both)."""
@@ -319,7 +328,7 @@ class Confluent:
         from confluent_kafka import Consumer, TopicPartition
 
         c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "bench", "enable.auto.commit": False,
-                      "auto.offset.reset": "earliest"}, logger=_quiet_logger())
+                      "auto.offset.reset": "earliest", **CONFLUENT_CONSUMER}, logger=_quiet_logger())
         c.assign([TopicPartition(self.t["kafka_topic"], 0, 0)])
         got = 0
         end = time.monotonic() + ph["deadline_s"]

@@ -748,13 +748,12 @@ def finish_record_batch(
         attributes |= TRANSACTIONAL_MASK
     if is_control:
         attributes |= CONTROL_MASK
-    out = bytearray(HEADER_SIZE)
-    out += records
+    header = bytearray(HEADER_SIZE)
     _HEADER.pack_into(
-        out,
+        header,
         0,
         base_offset,
-        len(out) - LOG_OVERHEAD,
+        HEADER_SIZE + len(records) - LOG_OVERHEAD,
         partition_leader_epoch,
         MAGIC,
         0,
@@ -767,8 +766,9 @@ def finish_record_batch(
         base_sequence,
         record_count,
     )
-    _U32.pack_into(out, CRC_OFFSET, crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
-    return bytes(out)
+    # the CRC runs on from the header's tail into the records, which are copied once (into the result)
+    _U32.pack_into(header, CRC_OFFSET, crc32c(records, crc32c(memoryview(header)[ATTRIBUTES_OFFSET:])))
+    return bytes(header) + records
 
 
 def build_record_batch(

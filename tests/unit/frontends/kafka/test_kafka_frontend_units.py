@@ -149,7 +149,8 @@ def test_fetch_long_poll_parks_until_an_append(tmp_path):
             assert not task.done()  # parked: no data yet
             batch, _ = kafka_to_iggy(build_record_batch([Record(0, 0, None, b"wake")], base_timestamp=1), 1)
             broker.append(topic.partitions[0], bytearray(batch), verified=True)
-            response = await asyncio.wait_for(task, 10)
+            body = await asyncio.wait_for(task, 10)
+            response = messages.decode(messages.response_class(1, 12), body)  # the encoded response body
             part = response.responses[0].partitions[0]
             assert part.high_watermark == 1 and b"wake" in part.records
 

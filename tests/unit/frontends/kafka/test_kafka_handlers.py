@@ -60,6 +60,12 @@ def fetch_request(parts, *, version: int = 12, max_wait_ms: int = 0, max_bytes: 
                           forgotten_topics_data=(), rack_id="")
 
 
+def fetched(body: bytes, version: int = 12):
+    """The Fetch handler's answer (the encoded response body) read back by kio."""
+    assert isinstance(body, bytes)
+    return messages.decode(messages.response_class(FETCH, version), body)
+
+
 def _listeners(topic) -> int:
     return sum(len(p._listeners) for p in topic.partitions.values())
 
@@ -94,7 +100,7 @@ def test_a_long_poll_keeps_waiting_when_the_next_request_arrives_early(fe):
         await asyncio.sleep(0.01)
         assert not task.done()
         append(fe, topic, 0, [b"now"])
-        response = await asyncio.wait_for(task, 5)
+        response = fetched(await asyncio.wait_for(task, 5))
         assert b"now" in response.responses[0].partitions[0].records
 
     asyncio.run(go())
@@ -111,7 +117,7 @@ def test_a_long_poll_on_a_deleted_topic_is_woken_and_answered_gone(fe, version):
         await asyncio.sleep(0.01)
         fe.broker.delete_topic(topic.stream_id, topic.id)
         fe.names.create("lp-del", 1, {})  # created again at once: a different topic
-        response = await asyncio.wait_for(task, 5)
+        response = fetched(await asyncio.wait_for(task, 5), version)
         part = response.responses[0].partitions[0]
         assert part.error_code == (errors.UNKNOWN_TOPIC_OR_PARTITION if version < 13 else errors.UNKNOWN_TOPIC_ID)
         assert _listeners(topic) == 0
@@ -125,7 +131,7 @@ def test_a_partition_named_twice_is_read_once_in_its_first_place(fe):
         append(fe, topic, p, [b"p%d-a" % p, b"p%d-b" % p])
     ctx = ctx_for(fe, FETCH, 12)
     request = fetch_request([("dup", 0, 0), ("dup", 1, 0), ("dup", 0, 1), ("nope", 0, 0), ("nope", 0, 0)])
-    response = asyncio.run(fetch.fetch(ctx, request))
+    response = fetched(asyncio.run(fetch.fetch(ctx, request)))
     got = [(t.topic, [(p.partition_index, int(p.error_code)) for p in t.partitions]) for t in response.responses]
     assert got == [("dup", [(0, 0), (1, 0)]), ("nope", [(0, errors.UNKNOWN_TOPIC_OR_PARTITION)])]
     records = response.responses[0].partitions[0].records
@@ -137,13 +143,13 @@ def test_the_response_is_capped_at_max_bytes_but_returns_one_batch(fe):
     for p in range(3):
         for _ in range(3):
             append(fe, topic, p, [bytes([65 + p]) * 1000])
-    one = len(asyncio.run(fetch.fetch(ctx_for(fe, FETCH, 12), fetch_request(
-        [("cap", 0, 0)], max_bytes=1))).responses[0].partitions[0].records)
+    one = len(fetched(asyncio.run(fetch.fetch(ctx_for(fe, FETCH, 12), fetch_request(
+        [("cap", 0, 0)], max_bytes=1)))).responses[0].partitions[0].records)
     assert 1000 < one < 1200  # max_bytes 1: still the first batch
 
     def sizes(max_bytes, partition_max_bytes=1 << 20):
-        r = asyncio.run(fetch.fetch(ctx_for(fe, FETCH, 12), fetch_request(
-            [("cap", p, 0) for p in range(3)], max_bytes=max_bytes, partition_max_bytes=partition_max_bytes)))
+        r = fetched(asyncio.run(fetch.fetch(ctx_for(fe, FETCH, 12), fetch_request(
+            [("cap", p, 0) for p in range(3)], max_bytes=max_bytes, partition_max_bytes=partition_max_bytes))))
         return [len(p.records or b"") for t in r.responses for p in t.partitions]
 
     assert sizes(1 << 20) == [3 * one] * 3

@@ -17,6 +17,9 @@ v13 topics by id (derived ids, see names.py; an unknown id gets
 UNKNOWN_TOPIC_ID); v15 replica_state; v16 node_endpoints (empty: the
 leader is the broker in Metadata); v17 replica_directory_id (followers only).
 
+The response body is written by ``codec.kafka.fetch_response`` (the same bytes as kio's encoder)
+with the record batches copied once, straight from the conversions into the body.
+
 Each stored Iggy batch overlapping the fetch becomes one RecordBatch v2
 (``codec.kafka.convert.iggy_to_kafka``), uncompressed, partitionLeaderEpoch
 0. The first batch starts at the fetch offset (stored batches are sliced
@@ -51,6 +54,7 @@ from collections import OrderedDict
 
 from ....codec.batch import offset_range
 from ....codec.kafka.convert import iggy_to_kafka
+from ....codec.kafka.fetch_response import Partition, Topic, encode_fetch_response
 from ....core.acls import Operation
 from ....codec.kafka.record_batch import control_batch, with_producer
 from ....core import errors as core_errors
@@ -61,7 +65,6 @@ from ..names import topic_id
 from .. import authz
 from ..registry import ApiKey, Context, kafka_api
 
-NO_RECORDS = b""
 FETCH_MAX_BYTES = 55 * 1024 * 1024  # Kafka's broker fetch.max.bytes default (57671680)
 CACHE_MAX_BYTES = 32 * 1024 * 1024
 
@@ -216,7 +219,7 @@ def _collect(ctx: Context, plan: dict, resolved: dict, seen: dict, max_bytes: in
     total = 0
     failed = False
     partitions = []
-    groups: list[tuple[object, str | None, object, list]] = []  # (key, name, topic id, partition responses)
+    groups: list[tuple[object, str | None, object, list[Partition]]] = []  # (key, name, topic id, partitions)
     for (key, index), fp in plan.items():
         name, tid, topic, terr = resolved[key]
         if not groups or groups[-1][0] != key:
@@ -226,7 +229,7 @@ def _collect(ctx: Context, plan: dict, resolved: dict, seen: dict, max_bytes: in
         if p is not None and seen.setdefault((key, index), p) is not p:
             p = None
         if p is None:
-            parts.append(_partition(ctx, index, terr or errors.UNKNOWN_TOPIC_OR_PARTITION, -1, -1, None))
+            parts.append(_failed(index, terr or errors.UNKNOWN_TOPIC_OR_PARTITION))
             failed = True
             continue
         partitions.append(p)
@@ -238,30 +241,14 @@ def _collect(ctx: Context, plan: dict, resolved: dict, seen: dict, max_bytes: in
         total += size
         remaining -= size
         failed = failed or code != 0
-        parts.append(_partition(ctx, index, code, hw, start, b"".join(batches) if batches else NO_RECORDS, lso,
-                                aborted))
-    topics = [
-        ctx.build("FetchableTopicResponse", topic=name, topic_id=tid, partitions=tuple(parts))
-        for _, name, tid, parts in groups
-    ]
+        parts.append(Partition(index, code, hw, lso, start, aborted, -1, batches))
+    topics = [Topic(name, tid, parts) for _, name, tid, parts in groups]
     return topics, total, failed, partitions
 
 
-def _partition(ctx: Context, index: int, code: int, hw: int, start: int, records, lso: int | None = None,
-               aborted: list | None = None):
-    return ctx.build(
-        "PartitionData",
-        partition_index=index,
-        error_code=code,
-        high_watermark=hw,
-        last_stable_offset=hw if lso is None else lso,
-        log_start_offset=start,
-        aborted_transactions=None if aborted is None else tuple(
-            ctx.build("AbortedTransaction", producer_id=pid, first_offset=first) for pid, first in aborted
-        ),
-        preferred_read_replica=-1,
-        records=records,
-    )
+def _failed(index: int, code: int) -> Partition:
+    """A partition that could not be read: offsets -1, no records (null)."""
+    return Partition(index, code, -1, -1, -1, None, -1, None)
 
 
 async def _wait(partitions, ctx: Context, timeout_s: float) -> bool:
@@ -328,4 +315,4 @@ async def fetch(ctx: Context, request):
         if await _wait(partitions, ctx, deadline - now):
             return None  # the client went away: nothing to send
         resolved = {key: _recheck(ctx, key, r) for key, r in first.items()}
-    return ctx.response(throttle_time=0, error_code=0, session_id=0, responses=tuple(topics), node_endpoints=())
+    return encode_fetch_response(ctx.version, 0, 0, 0, topics)
