@@ -10,7 +10,8 @@ Systems (``--only`` takes these names):
 - ``headwater``: one ``headwater serve`` (run by ``--server-python``, default this interpreter).
   Iggy protocol: apache-iggy ``send_messages`` from 1 and from 4 producer processes (each its own
   connection), our raw generator (``headwater.codec.batch`` + ``headwater.codec.iggy`` on a
-  socket), the apache-iggy poll consumer. Kafka protocol: confluent-kafka producer (linger.ms 5,
+  socket), the apache-iggy poll consumer (count 1000, one poll at a time) and our raw poller
+  (count 10000, two polls in flight, replies read into one buffer). Kafka protocol: confluent-kafka producer (linger.ms 5,
   batch.num.messages 10000, acks all) and consumer; kafka-python and aiokafka for reference.
   fsync on = topics created with the Iggy topic option ``enforce_fsync`` (every append
   fdatasynced before its acknowledgement); fsync off = ``messages_required_to_save`` and
@@ -70,6 +71,12 @@ TOPIC_OPTIONS = {
     HW_OFF: {"enforce_fsync": "false", "messages_required_to_save": str(16 * 1024 * 1024),
              "size_of_messages_required_to_save": str(1 << 30)},
 }
+RAW_POLLER = "Iggy: raw poller (count 10000, 2 in flight)"
+"""The consume row of our raw poller (``consume_raw`` in compare_clients.py): what the server serves
+when the client costs little, next to the apache-iggy poll consumer (count 1000, one at a time)."""
+ONE_MS_TICK = 0.001
+"""The raw Iggy generator's second latency tick: Iggy clients have no linger, so how much a
+request carries is the client's choice; at 5 ms a request holds ~5,000 messages at 1 M msg/s."""
 REDIS_BENCHMARK_CLIENTS = 8
 REDIS_BENCHMARK_PIPELINE = 100
 
@@ -85,6 +92,7 @@ class Case:
     phases: tuple[str, ...] = ("produce", "consume", "latency")
     producers: int = 1
     consumer_label: str = ""
+    ticks: tuple[float, ...] = ()  # latency phases at these ticks (s) after the default 5 ms one
 
 
 @dataclass
@@ -198,8 +206,8 @@ class Run:
         return results, used, wall
 
     def row(self, case: Case, size: int, op: str, results: list[dict], cpu: float | None,
-            expected: int | None = None, rate: float = 0.0) -> Row:
-        label = case.consumer_label if op == "consume" and case.consumer_label else case.label
+            expected: int | None = None, rate: float = 0.0, label: str = "") -> Row:
+        label = label or (case.consumer_label if op == "consume" and case.consumer_label else case.label)
         r = Row(case.system, label, case.fsync, size, op, expected=expected, rate=round(rate))
         errors = [x["error"] for x in results if "error" in x]
         if errors:
@@ -249,19 +257,24 @@ class Run:
                     profile = self.profile_name(case, size)
                     results, cpu, _ = self.measure(workers, ph, server, profile)
                     peak = self.row(case, size, op, results, cpu)
-                elif op == "consume":
+                elif op in ("consume", "consume_raw"):
                     if peak is None or peak.error or not peak.count:
                         continue
                     # bounded in time too: the mock cluster serves a few thousand msg/s
                     ph = self.phase(op, expect=peak.count, deadline_s=max(30.0, self.args.duration * 6))
                     results, cpu, _ = self.measure(workers[:1], ph, server)
-                    self.row(case, size, op, results, cpu, expected=peak.count)
+                    self.row(case, size, "consume", results, cpu, expected=peak.count,
+                             label=RAW_POLLER if op == "consume_raw" else "")
                 elif op == "latency":
                     if peak is None or peak.error or not peak.msg_s:
                         continue
                     rate = peak.msg_s / 2
                     results, cpu, _ = self.measure(workers[:1], self.phase(op, rate=rate), server)
                     self.row(case, size, op, results, cpu, rate=rate)
+                    for tick in case.ticks:  # a row of its own: "<label> (<tick> ms tick)"
+                        check_stop()
+                        results, cpu, _ = self.measure(workers[:1], self.phase(op, rate=rate, tick_s=tick), server)
+                        self.row(case, size, op, results, cpu, rate=rate, label=f"{case.label} ({tick * 1000:g} ms tick)")
         finally:
             for w in workers:
                 w.close()
@@ -310,7 +323,8 @@ class Run:
         cases = [
             Case("headwater", "Iggy: apache-iggy x1", "iggy-sdk", HW_DEFAULT, ("produce",)),
             Case("headwater", "Iggy: apache-iggy x4", "iggy-sdk", HW_DEFAULT, ("produce",), producers=4),
-            Case("headwater", "Iggy: raw generator", "iggy-raw", HW_DEFAULT, consumer_label="Iggy: apache-iggy poll"),
+            Case("headwater", "Iggy: raw generator", "iggy-raw", HW_DEFAULT, ("produce", "consume", "consume_raw", "latency"),
+                 consumer_label="Iggy: apache-iggy poll"),
             Case("headwater", "Kafka: confluent-kafka", "confluent", HW_DEFAULT),
             Case("headwater", "Kafka: kafka-python", "kafka-python", HW_DEFAULT, ("produce", "consume")),
             Case("headwater", "Kafka: aiokafka", "aiokafka", HW_DEFAULT, ("produce", "consume")),
@@ -318,7 +332,8 @@ class Run:
             Case("headwater", "Kafka: confluent-kafka", "confluent", "on", ("produce", "latency")),
             Case("headwater", "Iggy: apache-iggy x1", "iggy-sdk", HW_OFF, ("produce",)),
             Case("headwater", "Iggy: apache-iggy x4", "iggy-sdk", HW_OFF, ("produce",), producers=4),
-            Case("headwater", "Iggy: raw generator", "iggy-raw", HW_OFF, ("produce", "latency")),
+            Case("headwater", "Iggy: raw generator", "iggy-raw", HW_OFF, ("produce", "latency"),
+                 ticks=(ONE_MS_TICK,)),
         ]
         try:
             for size in self.args.sizes:

@@ -11,10 +11,16 @@ Spec: ``{"client", "size", "target": {...}, "deadline_s"}``. Phase: ``{"op": "pr
 - produce: send as fast as the client goes, for ``duration_s`` or ``max_messages``, whichever
   comes first, and wait for every acknowledgement. Result ``count`` = messages acknowledged.
 - consume: read back ``expect`` messages from the start (bounded by ``deadline_s``).
+- consume_raw (the raw Iggy generator only): the same with our raw poller: PollMessages by
+  offset, ``RAW_POLL_COUNT`` per poll, ``RAW_POLL_WINDOW`` polls in flight, each reply read
+  into one preallocated buffer (``recv_into``); what the server can serve when the client
+  costs little.
 - latency: a paced producer at ``rate`` msg/s for ``duration_s``: every 5 ms tick it sends the
   messages due; it records send->ack either per message (``unit`` "message": confluent-kafka
   and nats-py, the send time travels in the first 8 payload bytes or in a callback) or per
   batch (``unit`` "batch": the raw Iggy generator and redis-py pipelines, one request per tick).
+  The raw Iggy generator also takes ``tick_s`` (another tick: Iggy has no linger, so the
+  batch a client sends per request is its own choice; its ``unit`` then names the tick).
 
 Every loop is bounded in count and in time. Everything connects to 127.0.0.1 only.
 Result: ``{"count", "bytes", "t0", "t1"}`` (``time.monotonic``, shared by every process of the
@@ -41,6 +47,9 @@ SDK_BATCH = 1000
 """Messages per SendMessages request of the SDK producer and of the raw generator, and the poll count."""
 RAW_WINDOW = 8
 """SendMessages requests the raw generator keeps in flight on its connection."""
+RAW_POLL_COUNT = 10000
+RAW_POLL_WINDOW = 2
+"""The raw poller's PollMessages count and the polls it keeps in flight (by offset, no commit)."""
 REDIS_PIPELINE = 1000
 KAFKA_PRODUCER = {"linger.ms": 5, "batch.num.messages": 10000, "acks": "all"}
 """The confluent-kafka producer settings of every Kafka-protocol run (Headwater and the mock)."""
@@ -57,6 +66,8 @@ PY_KAFKA_CONSUMER = {"enable_auto_commit": False, "auto_offset_reset": "earliest
                      "max_partition_fetch_bytes": 8 << 20}
 """kafka-python's and aiokafka's consumer settings (the same names in both)."""
 _NS = struct.Struct("<Q")
+_SIZE = struct.Struct("<I")
+_POLL_PREFIX = struct.Struct("<IQI")
 
 
 class Budget(Exception):
@@ -75,11 +86,12 @@ def percentiles(samples_us: list[float]) -> dict:
 
 
 class Pacer:
-    """The ``TICK_S`` schedule of a paced producer: how many messages are due at each tick."""
+    """The schedule of a paced producer (every ``tick_s``, default ``TICK_S``): how many
+    messages are due at each tick."""
 
-    def __init__(self, rate: float, duration_s: float):
-        self.per_tick = max(1, round(rate * TICK_S))
-        self.tick = self.per_tick / rate if rate > 0 else TICK_S
+    def __init__(self, rate: float, duration_s: float, tick_s: float = TICK_S):
+        self.per_tick = max(1, round(rate * tick_s))
+        self.tick = self.per_tick / rate if rate > 0 else tick_s
         self.ticks = max(1, int(duration_s / self.tick))
 
     def wait(self, start: float, i: int) -> None:
@@ -167,7 +179,8 @@ class IggyRaw:
         return {"count": acked, "bytes": acked * self.spec["size"], "t0": t0, "t1": time.monotonic()}
 
     def latency(self, ph: dict) -> dict:
-        pacer = Pacer(ph["rate"], ph["duration_s"])
+        tick_s = ph.get("tick_s", TICK_S)
+        pacer = Pacer(ph["rate"], ph["duration_s"], tick_s)
         body = self.body(pacer.per_tick)
         sends: list[int] = []
         lat: list[float] = []
@@ -193,7 +206,56 @@ class IggyRaw:
         done.wait(ph["duration_s"] + 30)
         if failure:
             raise RuntimeError(failure[0])
-        return latency_result(self.spec["size"], pacer, t0, lat, f"batch of {pacer.per_tick}")
+        unit = f"batch of {pacer.per_tick}" + ("" if tick_s == TICK_S else f" every {tick_s * 1000:g} ms")
+        return latency_result(self.spec["size"], pacer, t0, lat, unit)
+
+    def consume_raw(self, ph: dict) -> dict:
+        """``expect`` messages polled from offset 0 by our raw poller (see the module doc);
+        counts the messages each reply's poll prefix announces."""
+        from headwater.codec.iggy import framing
+        from headwater.codec.iggy.codes import Command, ConsumerKind, PollingKind
+        from headwater.codec.iggy.primitives import Consumer, PollingStrategy
+
+        wm, conn, expect = self._wm, self.conn, ph["expect"]
+        code, consumer = int(Command.POLL_MESSAGES), Consumer(ConsumerKind.CONSUMER, 1)
+        buf = bytearray(framing.HEADER_SIZE + (self.spec["size"] + 128) * RAW_POLL_COUNT + (1 << 20))
+        view = memoryview(buf)
+
+        def ask(offset: int) -> None:
+            conn.send(conn.frame(code, wm.encode_poll_messages(wm.PollMessages(
+                consumer, self._ids[0], self._ids[1], 0, PollingStrategy(PollingKind.OFFSET, offset),
+                RAW_POLL_COUNT, False))))
+
+        def answer() -> int:  # the reply's message count; its bytes land in ``buf``
+            got = 0
+            while got < framing.HEADER_SIZE or got < _SIZE.unpack_from(buf, framing.SIZE_OFFSET)[0]:
+                want = framing.HEADER_SIZE if got < framing.HEADER_SIZE else \
+                    _SIZE.unpack_from(buf, framing.SIZE_OFFSET)[0]
+                n = conn.sock.recv_into(view[got:want])
+                if not n:
+                    raise RuntimeError("connection closed mid-reply")
+                got += n
+            status = _SIZE.unpack_from(buf, framing.STATUS_OFFSET)[0]
+            if status or got < framing.HEADER_SIZE + wm.POLL_PREFIX_SIZE:
+                raise RuntimeError(f"PollMessages answered status {status}")
+            return _POLL_PREFIX.unpack_from(buf, framing.HEADER_SIZE)[2]  # partition, current offset, count
+
+        asked = got = 0
+        end = time.monotonic() + ph["deadline_s"]
+        t0 = time.monotonic()
+        while asked < expect and asked < RAW_POLL_WINDOW * RAW_POLL_COUNT:
+            ask(asked)
+            asked += RAW_POLL_COUNT
+        in_flight = -(-asked // RAW_POLL_COUNT)
+        while in_flight:
+            n = answer()
+            got += n
+            in_flight -= 1
+            if asked < expect and time.monotonic() < end:
+                ask(asked)
+                asked += RAW_POLL_COUNT
+                in_flight += 1
+        return {"count": got, "bytes": got * self.spec["size"], "t0": t0, "t1": time.monotonic()}
 
     def consume(self, ph: dict) -> dict:
         if self.poller is None:  # logged in before the measured window (login hashes a password)

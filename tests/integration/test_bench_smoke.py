@@ -65,7 +65,12 @@ def test_compare_quick_run_moves_every_message(tmp_path):
     partly = {name for name, s in skipped.items() if s["rows"] != "all"}
     assert {r["system"] for r in consumed} >= ran - partly
     labels = {r["label"] for r in consumed}
-    assert {"Iggy: apache-iggy poll", "Kafka: confluent-kafka", "Kafka: kafka-python", "Kafka: aiokafka"} <= labels
+    assert {"Iggy: apache-iggy poll", "Iggy: raw poller (count 10000, 2 in flight)", "Kafka: confluent-kafka",
+            "Kafka: kafka-python", "Kafka: aiokafka"} <= labels
+    # the raw generator's ack latency on an fsync-off topic, at the 5 ms and at the 1 ms tick
+    off = {r["label"]: r for r in rows if r["op"] == "latency" and r["fsync"] == "off"}
+    assert set(off) == {"Iggy: raw generator", "Iggy: raw generator (1 ms tick)"}, off
+    assert off["Iggy: raw generator (1 ms tick)"]["lat_unit"].endswith("every 1 ms")
     for r in (r for r in rows if r["op"] == "latency"):
         assert r["count"] > 0 and set(r["lat_us"]) == {"p50", "p99", "p999", "n"}, r
         assert r["lat_us"]["p50"] <= r["lat_us"]["p99"] <= r["lat_us"]["p999"]

@@ -904,10 +904,19 @@ def frame_offset_deltas(batch: bytes | bytearray | memoryview) -> list[int]:
 def last_offset(batch: bytes | bytearray | memoryview) -> int:
     """The offset of a stored batch's last frame: ``base_offset`` + the last
     frame's ``offset_delta`` (which equals ``message_count - 1`` unless compaction
-    removed frames, see :func:`select_frames`). Raises like :func:`frame_positions`."""
+    removed frames, see :func:`select_frames`). Raises like :func:`frame_positions`.
+    Walks the frames without a list of their positions (a poll asks this of
+    every reply's last batch)."""
     mv = _byte_view(batch)
-    positions = frame_positions(mv)
-    return read_header(mv).base_offset + _U32.unpack_from(mv, positions[-2] + 24)[0]
+    h = read_header(mv)
+    count = h.message_count
+    if count:
+        _check_length(h.batch_length, len(mv))
+        spanned = _span(mv, h.batch_length, count - 1, count)
+        if spanned is not None:
+            return h.base_offset + _U32.unpack_from(mv, spanned[0] + 24)[0]
+    positions = frame_positions(mv)  # raises the walk's precise error
+    return h.base_offset + _U32.unpack_from(mv, positions[-2] + 24)[0]
 
 
 def select_frames(batch: bytes | bytearray | memoryview, keep: Sequence[int]) -> bytes:

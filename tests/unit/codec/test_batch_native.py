@@ -265,9 +265,33 @@ def test_walkers_and_slices_agree(raw, data):
         (B.frame_checksums, ()),
         (B.compute_batch_checksum, ()),
         (B.slice_batch, (start, stop)),
+        (B.last_offset, ()),
     ):
         python, compiled = both(fn, raw, *args)
         assert python == compiled, fn.__name__
+
+
+def positions_last_offset(batch) -> int:
+    """The specification of ``last_offset``: base_offset + the offset_delta of the frame
+    that ``frame_positions`` says starts last."""
+    positions = B.frame_positions(batch)
+    return B.read_header(batch).base_offset + struct.unpack_from("<I", batch, positions[-2] + 24)[0]
+
+
+def outcome_any(fn, *args):
+    """``outcome``, also naming a non-codec error (a count of 0 has no last frame)."""
+    try:
+        return outcome(fn, *args)
+    except IndexError:
+        return ("IndexError",)
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(any_batch)
+def test_last_offset_matches_the_walk_of_every_position(raw):
+    for name in ("python", "compiled"):
+        with using(name):
+            assert outcome_any(B.last_offset, raw) == outcome_any(positions_last_offset, raw), name
 
 
 def test_the_compiled_walks_are_in_use():
@@ -334,6 +358,6 @@ def test_every_sealed_bit_flip_gives_identical_outcomes(byte):
 @pytest.mark.parametrize("cut", range(len(SMALL) + 1))
 def test_every_truncation_gives_identical_outcomes(cut):
     raw = SMALL[:cut]
-    for fn, args in ((B.verify_batch, ()), (B.frame_checksums, ()), (B.slice_batch, (1, 3))):
+    for fn, args in ((B.verify_batch, ()), (B.frame_checksums, ()), (B.slice_batch, (1, 3)), (B.last_offset, ())):
         python, compiled = both(fn, raw, *args)
         assert python == compiled, fn.__name__
