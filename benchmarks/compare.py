@@ -423,8 +423,9 @@ class Run:
         }
 
 
-async def create_iggy_topic(address: str, topic: str, fsync: bool) -> None:
-    """Stream ``bench`` (once) and a one-partition topic; ``enforce_fsync`` when ``fsync``."""
+async def create_iggy_topic(address: str, topic: str, fsync: bool, options: dict | None = None) -> None:
+    """Stream ``bench`` (once) and a one-partition topic; ``enforce_fsync`` when ``fsync``;
+    ``options``: more topic options (strings)."""
     from apache_iggy import IggyClient
 
     c = IggyClient(address)
@@ -432,7 +433,7 @@ async def create_iggy_topic(address: str, topic: str, fsync: bool) -> None:
     await c.login_user("iggy", "iggy")
     if await c.get_stream("bench") is None:
         await c.create_stream("bench")
-    await c.create_topic("bench", topic, 1, options={"enforce_fsync": "true" if fsync else "false"})
+    await c.create_topic("bench", topic, 1, options={"enforce_fsync": "true" if fsync else "false", **(options or {})})
 
 
 def machine_note() -> dict:

@@ -145,7 +145,11 @@ async def _await_durable(ctx: Context, topics: list, durable: list) -> None:
 
 
 @kafka_api(ApiKey.PRODUCE, versions=(0, 12))
-async def produce(ctx: Context, request):
+def produce(ctx: Context, request):
+    """Every batch is appended before this returns (so appends follow the order of the
+    requests, which the connection may answer ahead: ``server._Pipeline``); it returns the
+    response, or, when a partition waits for its fdatasync (``enforce_fsync``), an awaitable
+    of it."""
     if ctx.version < 3:
         try:
             return legacy_unsupported(ctx.version, request)
@@ -177,7 +181,17 @@ async def produce(ctx: Context, request):
     if state:
         ctx.broker.producers.flush()
     if any(d is not None for d in durable):
-        await _await_durable(ctx, topics, durable)
+        return _answer_when_durable(ctx, acks, topics, durable)
+    return _answer(ctx, acks, topics)
+
+
+async def _answer_when_durable(ctx: Context, acks: int, topics: list, durable: list):
+    await _await_durable(ctx, topics, durable)
+    return _answer(ctx, acks, topics)
+
+
+def _answer(ctx: Context, acks: int, topics: list):
+    """The ProduceResponse (None for acks=0; CloseConnection for a failed acks=0 Produce)."""
     failed = any(part.error_code != 0 for _name, parts in topics for part in parts)
     responses = [ctx.build("TopicProduceResponse", name=name, partition_responses=tuple(parts)) for name, parts in topics]
     if acks == 0:
