@@ -52,6 +52,7 @@ from ...core.sasl import AuthenticationFailed
 from ..listener import Connection, Limits
 from . import handlers  # noqa: F401  (registers every API)
 from ...codec.kafka import messages
+from ...codec.kafka.produce import parse_request as parse_produce_request
 from ...codec.kafka.framing import SIZE, FrameError, decode_request_header, peek_header, response_prefix
 from .errors import CloseConnection
 from .groups import KafkaGroups
@@ -223,9 +224,11 @@ class KafkaFrontend:
         flexible = schema and messages.is_flexible(api_key, version)
         try:
             header, pos = decode_request_header(frame, flexible)
-            if schema:
+            # Produce, the hot path, is read straight from the frame when it can be (records not copied)
+            body = parse_produce_request(frame, pos, version) if api_key == ApiKey.PRODUCE else None
+            if body is None and schema:
                 body = messages.decode(messages.request_class(api_key, version), frame, pos)
-            else:
+            elif body is None:
                 body = memoryview(frame)[pos:]
         except Exception as e:  # FrameError, or kio's SerialError family
             raise Close(f"undecodable request {api_key} v{version}: {e}") from e
