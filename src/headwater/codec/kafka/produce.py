@@ -53,6 +53,9 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple
 
+from .framing import FrameError, read_uvarint
+from .guard import uvarint
+
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _ACKS_TIMEOUT = struct.Struct(">hi")
@@ -84,23 +87,6 @@ class ProduceRequest(NamedTuple):
     topic_data: tuple[TopicData, ...]
 
 
-class _Decline(Exception):
-    """Not the common case: the general path decides."""
-
-
-def _uvarint(buf, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        b = buf[pos]  # IndexError past the end: caught by parse_request
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            return result, pos
-        shift += 7
-        if shift > 28:
-            raise _Decline
-
-
 def parse_request(frame: bytes | memoryview, pos: int, version: int) -> ProduceRequest | None:
     """The Produce body at ``pos`` of ``frame`` (after the request header), or None when the
     general path must read it (see the module docstring)."""
@@ -111,7 +97,7 @@ def parse_request(frame: bytes | memoryview, pos: int, version: int) -> ProduceR
     flexible = version >= FLEXIBLE_FROM
     try:
         if flexible:
-            n, pos = _uvarint(mv, pos)
+            n, pos = read_uvarint(mv, pos)
             if n == 0:
                 txn = None
             else:
@@ -132,7 +118,7 @@ def parse_request(frame: bytes | memoryview, pos: int, version: int) -> ProduceR
         acks, timeout_ms = _ACKS_TIMEOUT.unpack_from(mv, pos)
         pos += 6
         if flexible:
-            topics, pos = _uvarint(mv, pos)
+            topics, pos = read_uvarint(mv, pos)
             topics -= 1
         else:
             (topics,) = _I32.unpack_from(mv, pos)
@@ -142,7 +128,7 @@ def parse_request(frame: bytes | memoryview, pos: int, version: int) -> ProduceR
         topic_data = []
         for _ in range(topics):
             if flexible:
-                n, pos = _uvarint(mv, pos)
+                n, pos = read_uvarint(mv, pos)
                 n -= 1
             else:
                 (n,) = _I16.unpack_from(mv, pos)
@@ -152,7 +138,7 @@ def parse_request(frame: bytes | memoryview, pos: int, version: int) -> ProduceR
             name = str(mv[pos : pos + n], "utf-8")
             pos += n
             if flexible:
-                parts, pos = _uvarint(mv, pos)
+                parts, pos = read_uvarint(mv, pos)
                 parts -= 1
             else:
                 (parts,) = _I32.unpack_from(mv, pos)
@@ -164,7 +150,7 @@ def parse_request(frame: bytes | memoryview, pos: int, version: int) -> ProduceR
                 (index,) = _I32.unpack_from(mv, pos)
                 pos += 4
                 if flexible:
-                    n, pos = _uvarint(mv, pos)
+                    n, pos = read_uvarint(mv, pos)
                     n -= 1
                 else:
                     (n,) = _I32.unpack_from(mv, pos)
@@ -192,18 +178,9 @@ def parse_request(frame: bytes | memoryview, pos: int, version: int) -> ProduceR
             pos += 1
         if pos > end:
             return None
-    except (_Decline, IndexError, struct.error, UnicodeDecodeError):
+    except (FrameError, IndexError, struct.error, UnicodeDecodeError):
         return None
     return ProduceRequest(txn, acks, timeout_ms, tuple(topic_data))
-
-
-def _uvarint_bytes(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 def encode_response(version: int, topics: list[tuple[str, list[tuple[int, int, int]]]]) -> bytes:
@@ -215,16 +192,16 @@ def encode_response(version: int, topics: list[tuple[str, list[tuple[int, int, i
     # error_message (v8+), the tagged-field section (v9+)
     if flexible:
         tail = b"\x01\x00\x00"  # empty compact array, null compact string, no tagged fields
-        out += _uvarint_bytes(len(topics) + 1)
+        out += uvarint(len(topics) + 1)
     else:
         tail = _I32.pack(0) + _I16.pack(-1) if version >= 8 else b""  # empty array, null string
         out += _I32.pack(len(topics))
     for name, parts in topics:
         raw = name.encode("utf-8")
         if flexible:
-            out += _uvarint_bytes(len(raw) + 1)
+            out += uvarint(len(raw) + 1)
             out += raw
-            out += _uvarint_bytes(len(parts) + 1)
+            out += uvarint(len(parts) + 1)
         else:
             out += _I16.pack(len(raw))
             out += raw
