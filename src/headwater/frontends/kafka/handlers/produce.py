@@ -92,7 +92,7 @@ def _produce_partition(ctx: Context, topic, index: int, records, now_ms: int, st
                 ctx, index, errors.MESSAGE_TOO_LARGE, f"batch of {len(batches[0])} bytes is over max.message.bytes {limit}"
             )
         iggy, info = kafka_to_iggy(batches[0], now_ms, require_key=topic.options.compact)
-        batch = bytearray(iggy)
+        batch = iggy if type(iggy) is bytearray else bytearray(iggy)  # the compiled loop's is one
         if info.is_transactional:
             if not txn_allowed:
                 return _partition_error(ctx, index, authz.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None)
