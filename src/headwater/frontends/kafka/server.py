@@ -133,6 +133,12 @@ class KafkaFrontend:
         try:
             await self._loop(source, writer, conn, max_size, session, pipeline)
             await pipeline.settled()  # shutting down: the requests in hand are answered
+        except asyncio.CancelledError:
+            # the listener cancels a connection that waits for its next request at shutdown:
+            # Produce requests answered ahead are appended, so their answers are still written
+            if conn.closing.is_set():
+                await pipeline.settled()
+            raise
         finally:
             pipeline.abandon()
             ahead = source.ahead
