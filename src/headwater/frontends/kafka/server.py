@@ -261,8 +261,9 @@ class KafkaFrontend:
             session=session,
         )
         request.t0 = time.perf_counter()
+        body, request.body = request.body, None  # a Produce body holds views of the frame: not kept
         try:
-            return request.api.handler(ctx, request.body)
+            return request.api.handler(ctx, body)
         except Exception as e:
             raise _handler_failed(request, e) from e
 
