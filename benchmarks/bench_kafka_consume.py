@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from compare import create_iggy_topic  # noqa: E402
+from compare import HW_DEFAULT, TOPIC_OPTIONS, create_iggy_topic  # noqa: E402
 from compare_clients import CONFLUENT_CONSUMER, KAFKA_PRODUCER  # noqa: E402
 from compare_servers import Headwater, cpu_seconds  # noqa: E402
 
@@ -115,7 +115,7 @@ def run(python: str, args, label: str, index: int) -> list[dict]:
     spy = None
     rows = []
     try:
-        asyncio.run(create_iggy_topic(server.iggy, "consume", False))
+        asyncio.run(create_iggy_topic(server.iggy, "consume", TOPIC_OPTIONS[HW_DEFAULT]))
         topic = "bench.consume"
         produce(server.kafka, topic, args.messages, args.size)
         if args.profile:

@@ -25,7 +25,7 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcmp, memcpy, memset
-from cpython.bytearray cimport PyByteArray_AS_STRING
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_FromStringAndSize
 
 from headwater.codec._xxh3_c cimport xxh3_64_at
 
@@ -376,8 +376,8 @@ cdef Py_ssize_t simple_user_headers(uint8_t *p, const uint8_t *b, Rec *r) nogil:
 def kafka_records_to_iggy(records, Py_ssize_t count, int64_t base_timestamp, int64_t now_ms,
                           bint require_key, bint has_low, int64_t low, bint has_high, int64_t high,
                           user_headers_of):
-    """An uncompressed records section (``count`` records) -> ``(unstamped Iggy batch, max
-    timestamp ms)``, as ``convert.kafka_to_iggy`` builds them after its header checks; None
+    """An uncompressed records section (``count`` records) -> ``(unstamped Iggy batch (a
+    bytearray), max timestamp ms)``, as ``convert.kafka_to_iggy`` builds them after its header checks; None
     when the reference code must run (any error, a missing key with ``require_key``, a
     timestamp outside [low, high], record times spanning more than one Iggy batch window).
     ``user_headers_of`` is ``convert.user_headers_or_none``, called for records with headers
@@ -510,7 +510,8 @@ def kafka_records_to_iggy(records, Py_ssize_t count, int64_t base_timestamp, int
         checksum = xxh3_64_at(f, 44 + count * 8)
         free(f)
         put_u64le(out.buf + 40, checksum)
-        return PyBytes_FromStringAndSize(<const char *>out.buf, out.size), max_ts
+        # a bytearray: the caller stamps it in place (Partition.append) without another copy
+        return PyByteArray_FromStringAndSize(<const char *>out.buf, out.size), max_ts
     finally:
         free(recs)
         free(sums)

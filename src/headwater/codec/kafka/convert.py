@@ -686,7 +686,7 @@ def kafka_to_iggy(
     timestamp_before_max_ms: int | None = None,
     timestamp_after_max_ms: int | None = None,
     max_uncompressed_bytes: int | None = DEFAULT_MAX_UNCOMPRESSED_BYTES,
-) -> tuple[bytes, KafkaBatchInfo]:
+) -> tuple[bytes | bytearray, KafkaBatchInfo]:
     """Convert one produced RecordBatch v2 into one unstamped Iggy batch.
 
     ``record_batch`` must be exactly one batch (see :func:`kafka_records_to_iggy`
@@ -702,7 +702,8 @@ def kafka_to_iggy(
     need not be consecutive: frames are renumbered 0..n-1, as Kafka does.
 
     Returns the batch (``build_batch`` layout: offsets, partition and
-    base_timestamp zero) and a :class:`KafkaBatchInfo`.
+    base_timestamp zero; a bytearray from the compiled loop, bytes otherwise)
+    and a :class:`KafkaBatchInfo`.
 
     Raises :class:`CorruptRecord` (2), :class:`MessageTooLarge` (10),
     :class:`InvalidTimestamp` (32), :class:`UnsupportedCompressionType` (76)
@@ -815,7 +816,7 @@ def _fast_kafka_records(
     require_key: bool,
     before_max_ms: int | None,
     after_max_ms: int | None,
-) -> tuple[bytes, int] | None:
+) -> tuple[bytes | bytearray, int] | None:
     """The records loop of :func:`kafka_to_iggy` (``_loops``), or None when it declines (then
     the reference loop runs and raises or converts)."""
     low = None if before_max_ms is None else now_ms - before_max_ms
@@ -839,7 +840,7 @@ def _fast_kafka_records(
 
 def kafka_records_to_iggy(
     records: bytes | bytearray | memoryview, now_ms: int, **options
-) -> list[tuple[bytes, KafkaBatchInfo]]:
+) -> list[tuple[bytes | bytearray, KafkaBatchInfo]]:
     """Convert every batch of a Produce ``records`` field (see :func:`split_batches`).
 
     Kafka's Produce v3+ accepts exactly one batch per partition; callers that

@@ -1,8 +1,13 @@
 """The Kafka wire-protocol connection: size-prefixed frames in, registry lookups, responses out.
 
-Per connection, one request at a time, as Kafka's broker does (it mutes a
-channel while a request is in flight), so responses leave in request order:
-read the 4-byte size and check it against ``max_request_size`` *before*
+Responses leave in request order, as Kafka guarantees per connection. A
+Produce with acks 1 or -1 may be answered ahead (``_Pipeline``): its batches
+are appended as soon as its frame is in, and while it waits for its
+fdatasync the connection reads and appends the next ones (librdkafka sends up
+to 5 before reading an answer), each answer written after the one before it.
+Every other request waits until the requests before it are answered and runs
+alone, as Kafka's broker does (it mutes a channel while a request is in
+flight). Per request: read the 4-byte size and check it against ``max_request_size`` *before*
 reading the frame; peek ``api_key``/``api_version``; look the API up in the
 registry; decode the header (v1, or v2 for flexible versions) and the body
 with kio; run the handler; write the response header (v0, or v1 for flexible
@@ -32,6 +37,9 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, Awaitable
 import logging
 import struct
 import time
@@ -44,11 +52,12 @@ from ...core.sasl import AuthenticationFailed
 from ..listener import Connection, Limits
 from . import handlers  # noqa: F401  (registers every API)
 from ...codec.kafka import messages
+from ...codec.kafka.produce import parse_request as parse_produce_request
 from ...codec.kafka.framing import SIZE, FrameError, decode_request_header, peek_header, response_prefix
 from .errors import CloseConnection
 from .groups import KafkaGroups
 from .names import Names
-from .registry import APIS, ApiKey, Context
+from .registry import APIS, Api, ApiKey, Context
 from .session import Session
 
 log = logging.getLogger("headwater.kafka")
@@ -57,6 +66,9 @@ NODE_ID = 1
 _API_VERSIONS_V0_ERROR = struct.Struct(">hihhh")  # error_code, [api_keys] count, key, min, max
 UNAUTHENTICATED_MAX_RECEIVE_SIZE = 512 * 1024
 """Kafka's ``sasl.server.max.receive.size`` default: the largest frame read before authentication."""
+PIPELINE_DEPTH = 8
+"""Produce requests of one connection answered ahead at most (librdkafka's default
+``max.in.flight.requests.per.connection`` is 5; see ``_Pipeline``)."""
 _BEFORE_AUTH = frozenset((ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE))
 
 # request latency histograms by API key (headwater.metrics): produce and fetch only
@@ -117,9 +129,18 @@ class KafkaFrontend:
         max_size = self.config.max_request_size
         source = _Input(reader)
         session = Session(conn.peer.rpartition(":")[0] or conn.peer)
+        pipeline = _Pipeline(writer, conn)
         try:
-            await self._loop(source, writer, conn, max_size, session)
+            await self._loop(source, writer, conn, max_size, session, pipeline)
+            await pipeline.settled()  # shutting down: the requests in hand are answered
+        except asyncio.CancelledError:
+            # the listener cancels a connection that waits for its next request at shutdown:
+            # Produce requests answered ahead are appended, so their answers are still written
+            if conn.closing.is_set():
+                await pipeline.settled()
+            raise
         finally:
+            pipeline.abandon()
             ahead = source.ahead
             if ahead is not None:
                 if not ahead.done():
@@ -128,7 +149,8 @@ class KafkaFrontend:
                     ahead.exception()  # retrieved: the peer closed while we were leaving anyway
 
     async def _loop(
-        self, source: _Input, writer: asyncio.StreamWriter, conn: Connection, max_size: int, session: Session
+        self, source: _Input, writer: asyncio.StreamWriter, conn: Connection, max_size: int, session: Session,
+        pipeline: _Pipeline,
     ) -> None:
         reader = source.reader
         while not conn.closing.is_set():
@@ -144,15 +166,31 @@ class KafkaFrontend:
                 return
             frame = await reader.readexactly(size)
             conn.handling()
+            if pipeline.failed():
+                return  # a request answered ahead closed the connection (logged there)
             try:
                 if session.expired():
                     raise Close("SASL session expired (connections_max_reauth_ms) without re-authentication")
-                if raw:
-                    out = await self._raw_token(frame, session)
+                request = None if raw else self._decode(frame, session)
+                if request is not None and request.pipelined:
+                    if not await pipeline.room():
+                        return
+                    out = self._start(request, conn, source, session)
+                    if inspect.isawaitable(out) or pipeline.busy():
+                        pipeline.push(self._finish(request, out))
+                        continue
+                    out = self._handle(request, out)
                 else:
-                    out = await self._handle(frame, conn, source, session)
+                    # anything else waits until every request before it is answered, then runs alone
+                    if not await pipeline.settled():
+                        return
+                    if request is None:
+                        out = await self._raw_token(frame, session)
+                    else:
+                        out = await self._finish(request, self._start(request, conn, source, session))
             except Close as e:
-                log.info("connection closed", extra={"kv": {"peer": conn.peer, "reason": str(e)}})
+                if await pipeline.settled():  # the requests before this one are answered first
+                    log.info("connection closed", extra={"kv": {"peer": conn.peer, "reason": str(e)}})
                 return
             await conn.reply(writer, out)
             if session.close_after is not None:
@@ -172,7 +210,8 @@ class KafkaFrontend:
             raise Close(f"SASL authentication failed: {e}") from e
         return [SIZE.pack(len(reply)), reply]
 
-    async def _handle(self, frame: bytes, conn: Connection, source: _Input, session: Session) -> list[bytes] | None:
+    def _decode(self, frame: bytes, session: Session) -> _Request:
+        """Check and decode one request frame (no handler runs yet). Raises Close."""
         try:
             api_key, version, correlation_id = peek_header(frame)
         except FrameError as e:
@@ -184,52 +223,201 @@ class KafkaFrontend:
         if api is None or not api.min_version <= version <= api.max_version:
             if api_key == ApiKey.API_VERSIONS and api is not None:
                 body = _API_VERSIONS_V0_ERROR.pack(35, 1, api.key, api.min_version, api.max_version)
-                return [response_prefix(correlation_id, len(body), False), body]
+                return _Request(None, api_key, version, correlation_id, False, None,
+                                [response_prefix(correlation_id, len(body), False), body])
             raise Close(f"unsupported API {api_key} v{version}")
         schema = messages.has_schema(api_key, version)
         flexible = schema and messages.is_flexible(api_key, version)
         try:
             header, pos = decode_request_header(frame, flexible)
-            if schema:
-                request = messages.decode(messages.request_class(api_key, version), frame, pos)
-            else:
-                request = memoryview(frame)[pos:]
+            # Produce, the hot path, is read straight from the frame when it can be (records not copied)
+            body = parse_produce_request(frame, pos, version) if api_key == ApiKey.PRODUCE else None
+            if body is None and schema:
+                body = messages.decode(messages.request_class(api_key, version), frame, pos)
+            elif body is None:
+                body = memoryview(frame)[pos:]
         except Exception as e:  # FrameError, or kio's SerialError family
             raise Close(f"undecodable request {api_key} v{version}: {e}") from e
+        request = _Request(api, api_key, version, correlation_id, flexible, header.client_id, body)
+        # a Produce that is answered (acks 1 / -1) may be answered ahead: see _Pipeline
+        request.pipelined = api_key == ApiKey.PRODUCE and schema and body.acks != 0
+        return request
+
+    def _start(self, request: _Request, conn: Connection, source: _Input, session: Session):
+        """Run the request's handler up to its first wait: its result, or an awaitable of it.
+        A Produce's appends are all made here, so appends follow the order of the requests."""
+        if request.api is None:
+            return request.body
         ctx = Context(
             self.broker,
             self,
             peer=conn.peer,
-            api_key=api_key,
-            version=version,
-            correlation_id=correlation_id,
-            client_id=header.client_id,
+            api_key=request.api_key,
+            version=request.version,
+            correlation_id=request.correlation_id,
+            client_id=request.client_id,
             closing=conn.closing,
             peer_gone=source.read_ahead,
             session=session,
         )
-        timed = _TIMED.get(api_key)
-        t0 = time.perf_counter()
+        request.t0 = time.perf_counter()
+        body, request.body = request.body, None  # a Produce body holds views of the frame: not kept
         try:
-            result = api.handler(ctx, request)
+            return request.api.handler(ctx, body)
+        except Exception as e:
+            raise _handler_failed(request, e) from e
+
+    async def _finish(self, request: _Request, result) -> list[bytes] | None:
+        """Wait for the handler's result and encode the response frame. Raises Close."""
+        if request.api is None:
+            return result
+        try:
             if inspect.isawaitable(result):
                 result = await result
-            if timed is not None:
-                timed.observe(time.perf_counter() - t0)
-        except CloseConnection as e:
-            raise Close(str(e)) from e
-        except core_errors.StorageWriteFailed as e:
-            # a write the filesystem refused outside a per-partition answer: the episode is
-            # logged once by core.storage_health; the client reconnects and retries
-            raise Close(f"storage write failed: {e}") from e
         except Exception as e:
-            log.exception("handler failed", extra={"kv": {"api_key": api_key, "version": version}})
-            raise Close(f"handler failed: {e!r}") from e
+            raise _handler_failed(request, e) from e
+        return self._handle(request, result)
+
+    def _handle(self, request: _Request, result) -> list[bytes] | None:
+        """The response frame (size, header, body) of a handler's result; None sends nothing."""
+        api_key, correlation_id, flexible = request.api_key, request.correlation_id, request.flexible
+        timed = _TIMED.get(api_key)
+        if timed is not None:
+            timed.observe(time.perf_counter() - request.t0)
         if result is None:
             return None
         body = bytes(result) if isinstance(result, (bytes, bytearray, memoryview)) else messages.encode(result)
         flexible_response = flexible and api_key != ApiKey.API_VERSIONS
         return [response_prefix(correlation_id, len(body), flexible_response), body]
+
+
+@dataclass(slots=True)
+class _Request:
+    """One decoded request: its API, header fields and body (the kio entity, or the raw body bytes;
+    an already-built answer when ``api`` is None)."""
+
+    api: Api | None
+    api_key: int
+    version: int
+    correlation_id: int
+    flexible: bool
+    client_id: str | None
+    body: Any
+    pipelined: bool = False
+    t0: float = 0.0
+
+
+def _handler_failed(request: _Request, e: Exception) -> Close:
+    """The Close for a handler that raised (CloseConnection, a refused write, or a failure)."""
+    if isinstance(e, Close):
+        return e
+    if isinstance(e, CloseConnection):
+        return Close(str(e))
+    if isinstance(e, core_errors.StorageWriteFailed):
+        # a write the filesystem refused outside a per-partition answer: the episode is
+        # logged once by core.storage_health; the client reconnects and retries
+        return Close(f"storage write failed: {e}")
+    log.error("handler failed", exc_info=e, extra={"kv": {"api_key": request.api_key, "version": request.version}})
+    return Close(f"handler failed: {e!r}")
+
+
+class _Pipeline:
+    """Produce requests answered ahead, so a connection keeps reading while a Produce waits.
+
+    librdkafka, the Java client and aiokafka send up to ``max.in.flight.requests.per.connection``
+    (5) requests before reading an answer. A Produce with acks 1 or -1 is decoded and its
+    batches appended as soon as its frame is in (appends keep the order of the requests); what
+    it then waits for (a group-commit fdatasync with ``enforce_fsync``) runs in a task, and the
+    connection reads the next frame meanwhile. Each task writes its response only after the
+    task before it has written its own, so responses leave in request order, as Kafka
+    guarantees per connection. At most ``PIPELINE_DEPTH`` are pending; the next frame is then
+    read only once the oldest is answered (with the transport's write buffer bound, the
+    backpressure). Every other request (and an acks=0 Produce, whose failure closes the
+    connection, and SASL tokens) waits until every request before it is answered and runs
+    alone, as before. A pipelined request that closes the connection (a failed handler, a
+    peer gone) ends the connection after the answers before it; the requests read after it
+    get no answer (their batches may have been appended, as with any connection lost before
+    the answer: the producer retries, idempotent producers without duplicates).
+    """
+
+    __slots__ = ("writer", "conn", "tasks", "closed")
+
+    def __init__(self, writer: asyncio.StreamWriter, conn: Connection):
+        self.writer = writer
+        self.conn = conn
+        self.tasks: deque[asyncio.Task] = deque()
+        self.closed = False  # a request answered ahead closed the connection
+
+    def _prune(self) -> None:
+        tasks = self.tasks
+        while tasks and tasks[0].done():
+            if not _succeeded(tasks.popleft()):
+                self.closed = True
+
+    def busy(self) -> bool:
+        """Whether a request before the next one still waits for its answer to be written."""
+        self._prune()
+        return bool(self.tasks)
+
+    def failed(self) -> bool:
+        """Whether a request answered ahead closed the connection."""
+        self._prune()
+        return self.closed
+
+    def push(self, answer: Awaitable[list[bytes] | None]) -> None:
+        prev = self.tasks[-1] if self.tasks else None
+        self.tasks.append(asyncio.ensure_future(self._answer(prev, answer)))
+
+    async def room(self) -> bool:
+        """Wait until fewer than PIPELINE_DEPTH requests are pending; False once one closed the connection."""
+        self._prune()
+        while len(self.tasks) >= PIPELINE_DEPTH and not self.closed:
+            await asyncio.wait((self.tasks[0],))
+            self._prune()
+        return not self.closed
+
+    async def settled(self) -> bool:
+        """Wait until every pending request is answered; False when one closed the connection."""
+        if self.tasks and not self.closed:
+            await asyncio.wait((self.tasks[-1],))  # each task ends after the one before it
+        self._prune()
+        return not self.closed
+
+    def abandon(self) -> None:
+        """The connection ends: pending answers are not written (their tasks end by themselves)."""
+        self.tasks.clear()
+        self.closed = True
+
+    async def _answer(self, prev: asyncio.Task | None, answer: Awaitable[list[bytes] | None]) -> bool:
+        """Finish one request, wait for the answer before it, write this one: False closes the connection."""
+        reason = None
+        try:
+            out = await answer
+        except Close as e:
+            out, reason = None, str(e)
+        except Exception as e:  # a response that does not encode
+            log.error("handler failed", exc_info=e)
+            out, reason = None, f"handler failed: {e!r}"
+        if prev is not None:
+            await asyncio.wait((prev,))
+            if not _succeeded(prev):
+                return False
+        if self.closed:
+            return False
+        conn, writer = self.conn, self.writer
+        if reason is not None:
+            log.info("connection closed", extra={"kv": {"peer": conn.peer, "reason": reason}})
+            writer.close()  # what is queued leaves first; the reading side then sees the end
+            return False
+        try:
+            await conn.reply(writer, out)
+        except (ConnectionError, OSError):
+            return False
+        return True
+
+
+def _succeeded(task: asyncio.Task) -> bool:
+    return not task.cancelled() and task.exception() is None and task.result()
 
 
 def make_kafka_serve(broker: Broker, config: KafkaConfig, bound_port: int | None = None):

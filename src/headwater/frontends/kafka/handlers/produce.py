@@ -46,6 +46,7 @@ import time
 
 from ....codec.kafka.convert import kafka_to_iggy
 from ....codec.kafka.errors import KafkaCodecError
+from ....codec.kafka.produce import encode_response
 from ....codec.kafka.record_batch import split_batches
 from ....core import errors as core_errors
 from ....core.acls import Operation
@@ -91,7 +92,7 @@ def _produce_partition(ctx: Context, topic, index: int, records, now_ms: int, st
                 ctx, index, errors.MESSAGE_TOO_LARGE, f"batch of {len(batches[0])} bytes is over max.message.bytes {limit}"
             )
         iggy, info = kafka_to_iggy(batches[0], now_ms, require_key=topic.options.compact)
-        batch = bytearray(iggy)
+        batch = iggy if type(iggy) is bytearray else bytearray(iggy)  # the compiled loop's is one
         if info.is_transactional:
             if not txn_allowed:
                 return _partition_error(ctx, index, authz.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None)
@@ -114,13 +115,18 @@ def _produce_partition(ctx: Context, topic, index: int, records, now_ms: int, st
         return _partition_error(ctx, index, e.error_code, e.message, e.record_errors)
     except core_errors.BrokerError as e:
         return _partition_error(ctx, index, errors.code_for(e), str(e))
+    return (index, base, broker.log_start(p))  # a success: encoded by _answer
+
+
+def _ok_entity(ctx: Context, part: tuple[int, int, int]):
+    index, base, log_start = part
     return ctx.build(
         "PartitionProduceResponse",
         index=index,
         error_code=0,
         base_offset=base,
         log_append_time=-1,
-        log_start_offset=broker.log_start(p),
+        log_start_offset=log_start,
         record_errors=(),
         error_message=None,
     )
@@ -133,7 +139,7 @@ async def _await_durable(ctx: Context, topics: list, durable: list) -> None:
     pending = iter(durable)
     for _name, parts in topics:
         for i, part in enumerate(parts):
-            if part.error_code != 0:
+            if not isinstance(part, tuple):
                 continue
             waiting = next(pending)
             if waiting is None:
@@ -141,11 +147,15 @@ async def _await_durable(ctx: Context, topics: list, durable: list) -> None:
             try:
                 await waiting
             except core_errors.BrokerError as e:  # MessagesNotSaved: the sync failed
-                parts[i] = _partition_error(ctx, part.index, errors.code_for(e), str(e))
+                parts[i] = _partition_error(ctx, part[0], errors.code_for(e), str(e))
 
 
 @kafka_api(ApiKey.PRODUCE, versions=(0, 12))
-async def produce(ctx: Context, request):
+def produce(ctx: Context, request):
+    """Every batch is appended before this returns (so appends follow the order of the
+    requests, which the connection may answer ahead: ``server._Pipeline``); it returns the
+    response, or, when a partition waits for its fdatasync (``enforce_fsync``), an awaitable
+    of it."""
     if ctx.version < 3:
         try:
             return legacy_unsupported(ctx.version, request)
@@ -177,13 +187,32 @@ async def produce(ctx: Context, request):
     if state:
         ctx.broker.producers.flush()
     if any(d is not None for d in durable):
-        await _await_durable(ctx, topics, durable)
-    failed = any(part.error_code != 0 for _name, parts in topics for part in parts)
-    responses = [ctx.build("TopicProduceResponse", name=name, partition_responses=tuple(parts)) for name, parts in topics]
+        return _answer_when_durable(ctx, acks, topics, durable)
+    return _answer(ctx, acks, topics)
+
+
+async def _answer_when_durable(ctx: Context, acks: int, topics: list, durable: list):
+    await _await_durable(ctx, topics, durable)
+    return _answer(ctx, acks, topics)
+
+
+def _answer(ctx: Context, acks: int, topics: list):
+    """The ProduceResponse (None for acks=0; CloseConnection for a failed acks=0 Produce).
+    ``topics``: [(name, [partition answer])], a success as (index, base_offset, log_start_offset),
+    a failure as its kio entity. All successes are written by ``codec.kafka.produce`` straight
+    to bytes; otherwise kio writes the response."""
+    failed = any(not isinstance(part, tuple) for _name, parts in topics for part in parts)
     if acks == 0:
         if failed:
             raise errors.CloseConnection("an acks=0 Produce failed")
         return None
+    if not failed:
+        return encode_response(ctx.version, topics)
+    responses = [
+        ctx.build("TopicProduceResponse", name=name, partition_responses=tuple(
+            _ok_entity(ctx, part) if isinstance(part, tuple) else part for part in parts))
+        for name, parts in topics
+    ]
     return ctx.response(responses=tuple(responses), throttle_time=0)
 
 
