@@ -172,8 +172,9 @@ def mutate(data: bytes, edits, lo: int) -> bytearray:
         elif op == "count":  # a record count (and lastOffsetDelta) that lies
             if len(b) >= HEADER_SIZE:
                 count = struct.unpack_from(">i", b, RECORD_COUNT_OFFSET)[0] + (value % 7) - 3
-                struct.pack_into(">i", b, RECORD_COUNT_OFFSET, count)
-                struct.pack_into(">i", b, 23, count - 1)
+                # an earlier mutation may have left the count near an int32 bound: wrap, as the wire would
+                struct.pack_into(">I", b, RECORD_COUNT_OFFSET, count & 0xFFFFFFFF)
+                struct.pack_into(">I", b, 23, (count - 1) & 0xFFFFFFFF)
     if len(b) >= 12:
         struct.pack_into(">i", b, 8, len(b) - 12)  # keep the frame: the records are under test
     return b
