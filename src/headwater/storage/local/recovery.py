@@ -233,7 +233,7 @@ def recover_segment(
     ``sealed``: a later segment exists, so this one may have been compacted:
     gaps between its batches' offsets are allowed (elsewhere a gap is damage).
     ``data_follows``: a later segment of the partition holds bytes, so this
-    one was sealed (synced) and cannot have a torn tail.
+    one was sealed: a non-zero torn tail is refused, not cut (see module doc, 6).
 
     Raises CorruptSegment when an index entry points past the end of the log,
     when a whole batch's ``batch_length`` was damaged, or when the bytes after
