@@ -49,6 +49,18 @@ def append_one(log: LocalPartitionLog, count: int = 3, payload_size: int = 100):
     return log.append(stamped_batch(log.next_offset, 1_000_000 + log.next_offset, count, payload_size))
 
 
+def round_tracker(flusher: Flusher):
+    """(track, seen): ``track(name, fut)`` records in ``seen[name]`` how many rounds had
+    finished when ``fut`` completed; returns ``fut``."""
+    seen: dict[str, int] = {}
+
+    def track(name: str, fut):
+        fut.add_done_callback(lambda _f: seen.__setitem__(name, flusher.rounds))
+        return fut
+
+    return track, seen
+
+
 def test_one_sync_covers_every_append_queued_before_it_starts(make_log, flusher):
     log = make_log()
 
@@ -65,11 +77,7 @@ def test_one_sync_covers_every_append_queued_before_it_starts(make_log, flusher)
 
 def test_appends_during_a_sync_are_accepted_and_covered_by_the_next_one(make_log, flusher):
     log = make_log()
-    rounds_at_completion = {}
-
-    def track(name, fut):
-        fut.add_done_callback(lambda _f: rounds_at_completion.__setitem__(name, flusher.rounds))
-        return fut
+    track, rounds_at_completion = round_tracker(flusher)
 
     async def go():
         first = track("first", append_one(log))
@@ -272,3 +280,178 @@ def test_eio_from_a_failing_disk_fails_the_waiters_and_nothing_later_is_acknowle
     assert "Input/output error" in str(failed_round[0]) or "No space" in str(failed_round[0])
     assert all(x is None for results in outcomes[:-1] for x in results)
     assert flusher.failed == 3 and flusher.acknowledged == 3 * (len(outcomes) - 1)
+
+
+# -- sealing: the sealed segment's fdatasync runs in the next round, off the loop ------------
+
+SEAL_EVERY_3 = SegmentPolicy(enforce_fsync=True, segment_size=2000, index_interval_bytes=1)
+"""700-B batches (append_one): the third append of a segment seals it; an index entry per batch."""
+
+
+def test_a_seal_leaves_its_sync_to_the_next_round_which_covers_waiters_before_and_after_it(make_log, flusher):
+    """Waiter ``a`` is in a round in flight when the segment seals; ``b`` and ``c`` (the
+    batch that seals it) are in the sealed segment, queued; ``d`` is in the new segment.
+    The seal syncs nothing on the loop: its .log and .index (and the directory holding
+    the new segment's entry) wait for round 2, which acknowledges b, c and d only after
+    fdatasyncing them with the new active .log."""
+    log = make_log(SEAL_EVERY_3)
+    track, done_in_round = round_tracker(flusher)
+
+    async def go():
+        a = track("a", append_one(log))
+        await asyncio.sleep(0)  # round 1 in flight with ``a`` (a dup of the first segment's .log)
+        b = track("b", append_one(log))
+        calls_before = flusher.fdatasync_calls
+        c = track("c", append_one(log))  # 2100 B >= 2000: the segment seals after this append
+        assert [s.sealed for s in log.segments()] == [True, False]
+        assert log._commit.sealed_pending == 3  # .log, .index and the directory: not synced on the loop
+        assert flusher.fdatasync_calls == calls_before
+        assert len(log.read(0, 100, 1 << 30)) == 3  # the sealed segment is readable meanwhile
+        d = track("d", append_one(log))
+        await asyncio.gather(a, b, c, d)
+        assert log._commit.sealed_pending == 0
+
+    asyncio.run(go())
+    assert done_in_round == {"a": 1, "b": 2, "c": 2, "d": 2}
+    assert flusher.rounds == 2
+    assert flusher.fdatasync_calls == 1 + 4  # round 2: sealed .log and .index, directory, active .log
+    assert flusher.acknowledged == 4
+    assert [b.tobytes() for b in log.read(0, 100, 1 << 30)] == [
+        stamped_batch(o, 1_000_000 + o, 3, 100) for o in range(0, 12, 3)
+    ]
+
+
+def _swap_for_pipe(fd: int):
+    """Replace ``fd`` by a pipe (fdatasync on it fails for real: EINVAL); returns the undo."""
+    r, w = os.pipe()
+    saved = os.dup(fd)
+    os.dup2(r, fd)
+
+    def undo():
+        os.dup2(saved, fd)
+        for x in (saved, r, w):
+            os.close(x)
+
+    return undo
+
+
+def test_a_failed_sync_of_the_sealed_segment_fails_its_waiters_and_fences_the_log(make_log, flusher):
+    """The fd the group commit holds for the just-sealed .log is swapped for a pipe
+    before its round starts: that round fails, so the waiters in the sealed segment
+    and in the new one fail, and the log is fenced (as for a failed active sync)."""
+    log = make_log(SEAL_EVERY_3)
+
+    async def go():
+        await append_one(log)  # one good round first
+        waiters = [append_one(log), append_one(log)]  # the second seals the segment
+        sealed_log_fd = log._commit._sealed[0][0]
+        waiters.append(append_one(log))  # in the new segment
+        undo = _swap_for_pipe(sealed_log_fd)
+        try:
+            results = await asyncio.gather(*waiters, return_exceptions=True)
+        finally:
+            undo()
+        assert all(isinstance(x, SyncFailed) for x in results), results
+        assert "sync failed" in str(results[0])
+        with pytest.raises(SyncFailed):
+            append_one(log)
+        with pytest.raises(SyncFailed):
+            log.pending_sync()
+        assert log._commit.sealed_pending == 0  # closed: a fenced log syncs nothing more
+
+    asyncio.run(go())
+    assert flusher.acknowledged == 1 and flusher.failed == 3
+    assert len(log.read(0, 100, 1 << 30)) == 4  # reads are still served
+
+
+def test_sync_and_close_also_sync_a_sealed_segment_whose_round_has_not_run(make_log, flusher, tmp_path):
+    """``sync()`` (inline) fdatasyncs the sealed segment too, even while a round holds it;
+    a failure there fences. ``close()`` syncs what is pending; without a running loop a
+    seal is synced inline at once."""
+    log = make_log(SegmentPolicy(segment_size=2000, index_interval_bytes=1))
+
+    async def go():
+        for _ in range(3):
+            assert append_one(log) is None
+        assert log._commit.sealed_pending == 3
+        log.sync()  # before its round started
+        assert log._commit.sealed_pending == 0
+        for _ in range(3):
+            append_one(log)
+        await asyncio.sleep(0)  # its round is in flight
+        assert log._commit.sealed_pending == 3
+        undo = _swap_for_pipe(log._commit._sealed[0][0])
+        try:
+            with pytest.raises(SyncFailed):
+                log.sync()  # the inline sync of the sealed .log fails: fenced
+        finally:
+            undo()
+        with pytest.raises(SyncFailed):
+            append_one(log)
+        assert log._commit.sealed_pending == 0
+        in_flight = log._commit._round
+        if in_flight is not None:
+            await asyncio.wait([in_flight])  # let it return: its success proves nothing now
+        with pytest.raises(SyncFailed):
+            log.pending_sync()
+
+    asyncio.run(go())
+
+    closing = make_log(SegmentPolicy(segment_size=2000), directory=tmp_path / "closing")
+
+    async def seal_then_close():
+        for _ in range(3):
+            append_one(closing)
+        assert closing._commit.sealed_pending >= 1
+        closing.close()  # syncs the sealed segment inline before its round runs
+        assert closing._commit.sealed_pending == 0
+
+    asyncio.run(seal_then_close())
+    reopened = LocalPartitionLog.open(str(tmp_path / "closing"), SegmentPolicy(segment_size=2000), flusher)
+    assert reopened.next_offset == 9 and len(reopened.segments()) == 2
+    reopened.close()
+
+    inline = make_log(SegmentPolicy(segment_size=2000), directory=tmp_path / "inline")
+    for _ in range(3):
+        append_one(inline)  # no event loop: the seal's sync is done inline
+    assert inline._commit.sealed_pending == 0 and len(inline.segments()) == 2
+
+
+def test_retention_may_delete_a_sealed_segment_whose_sync_is_pending(make_log, flusher):
+    log = make_log(SEAL_EVERY_3)
+
+    async def go():
+        waiters = [append_one(log) for _ in range(4)]
+        assert log._commit.sealed_pending == 3
+        assert log.delete_oldest_segments(1) == 1  # unlinked; the held fds keep the inode
+        await asyncio.gather(*waiters)
+        assert log._commit.sealed_pending == 0
+
+    asyncio.run(go())
+    assert flusher.acknowledged == 4 and flusher.failed == 0
+    assert log.log_start_offset == 9 and len(log.read(0, 100, 1 << 30)) == 1
+
+
+def test_eio_syncing_a_sealed_segment_on_a_failing_disk_fences_the_log(make_log, flusher, disk_that_fails):
+    """Sync thresholds at their maxima (the fsync-off benchmark topic): the first fdatasync
+    is the one of the sealed 8-MiB segment, in a round; the 6 MiB behind the device run out,
+    so it fails with EIO and the log is fenced."""
+    policy = SegmentPolicy(
+        segment_size=8 << 20, messages_required_to_save=16_777_216, size_of_messages_required_to_save=1 << 30
+    )
+    log = make_log(policy, directory=disk_that_fails / "p")
+
+    async def go():
+        while len(log.segments()) == 1:
+            assert append_one(log, count=300, payload_size=1000) is None
+        assert flusher.fdatasync_calls == 0 and log._commit.sealed_pending >= 1
+        barrier = log.pending_sync()
+        with pytest.raises(SyncFailed) as failed:
+            await barrier
+        assert "Input/output error" in str(failed.value) or "No space" in str(failed.value)
+        with pytest.raises(SyncFailed):
+            append_one(log)
+
+    asyncio.run(go())
+    assert len(log.read(0, 1, 1 << 30)) == 1  # reads are still served
+    log.close()  # fenced: closes without syncing

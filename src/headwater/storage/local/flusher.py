@@ -12,7 +12,7 @@ worker thread (``os.fdatasync`` releases the GIL) and are shared:
   waiter registered up to that moment: it ``os.dup``'s the active segment's
   ``.log`` fd, then a worker runs ``os.fdatasync`` on it. (The ``.index`` is
   not synced per round: recovery re-adds entries a crash lost from the log,
-  and it is synced when the segment is sealed or closed.) The futures of those
+  and it is synced after the segment is sealed or when the log closes.) The futures of those
   waiters complete when the round returned; appends that arrive meanwhile are
   accepted and queue for the next round, which starts as soon as this one
   ends. At most one round per partition log is in flight; rounds of different
@@ -27,9 +27,22 @@ worker thread (``os.fdatasync`` releases the GIL) and are shared:
 
 The dup'd fds keep the file open for the worker even if the log rotates,
 truncates or closes the segment meanwhile: a sync never hits a closed or
-reused fd number. Sealing a segment still fdatasyncs it inline (once per
-``segment_size`` bytes), so a sealed segment is always whole on disk and
-recovery never meets a torn segment before the last one.
+reused fd number.
+
+Sealing: a rotation does not sync on the loop (a 1 GiB segment written with
+the sync thresholds at their maxima took ~0.45 s to fdatasync, every client
+of the server waiting). :meth:`GroupCommit.add_sealed` takes fds of the
+sealed segment's ``.log`` and ``.index`` (and of the partition directory,
+for the new segment's entry); the next round fdatasyncs them first, then the
+active ``.log``, and closes them once it succeeded. Waiters queued before the
+rotation (their batches are in the sealed segment) are in that round or a
+later one, so an acknowledgement still means the batch is synced.
+``sync_inline`` (the log's ``sync()`` and ``close()``) also syncs them, even
+while a round holds them. A failed sync of a sealed segment fences the log as
+any failed round does (the held fds are closed; nothing is synced after a
+fence). Until that round returned, a power loss can leave the sealed segment
+short or torn while the next segment exists on disk: see ``docs/reliability.md``
+for what recovery then does.
 
 Failure: a failed fdatasync (EIO, ENOSPC, ...) fences the log. Linux may
 mark the dirty pages of a failed writeback clean and drop them, and reports
@@ -136,7 +149,7 @@ class GroupCommit:
 
     __slots__ = (
         "flusher", "where", "_targets", "_sync_inline", "_waiters", "_wanted", "_scheduled", "_round",
-        "_failure", "_closed",
+        "_failure", "_closed", "_sealed",
     )
 
     def __init__(self, flusher: Flusher, where: str, targets: Callable[[], list[int]], sync_inline: Callable[[], None]):
@@ -150,6 +163,8 @@ class GroupCommit:
         self._round: asyncio.Future | None = None
         self._failure: str | None = None  # why the log is fenced
         self._closed = False
+        # sealed, not yet synced: (fd we own, path for errors); tuples compared by identity
+        self._sealed: list[tuple[int, str]] = []
 
     # -- state -----------------------------------------------------------------
 
@@ -169,7 +184,36 @@ class GroupCommit:
             self._failure = f"{self.where}: sync failed ({exc}); writes refused until restart"
         self._fail(self._waiters)
         self._waiters = []
+        self._drop_sealed(list(self._sealed))  # never synced now: nothing after the failure is vouched for
         return SyncFailed(self._failure)
+
+    def _drop_sealed(self, entries: list[tuple[int, str]]) -> None:
+        """Forget and close these sealed-segment fds (those still held; identity match)."""
+        for entry in entries:
+            for i, held in enumerate(self._sealed):
+                if held is entry:
+                    del self._sealed[i]
+                    try:
+                        os.close(entry[0])
+                    except OSError:
+                        pass
+                    break
+
+    def add_sealed(self, fds: list[int], path: str) -> None:
+        """Take ownership of fds of a segment just sealed and not yet synced (from
+        :meth:`Segment.seal`): the next round fdatasyncs them with the active
+        segment, and so do :meth:`sync_inline` and the log's close; then they are
+        closed. The caller requests the round (:meth:`request`). Closes them at
+        once when the log is fenced (nothing more is synced then)."""
+        for fd in fds:
+            self._sealed.append((fd, path))
+        if self._failure is not None or self._closed:
+            self._drop_sealed(list(self._sealed))
+
+    @property
+    def sealed_pending(self) -> int:
+        """How many sealed-segment files (.log / .index) still wait for their sync."""
+        return len(self._sealed)
 
     def _fail(self, waiters: list[asyncio.Future], reason: str | None = None) -> None:
         for fut in waiters:
@@ -209,15 +253,20 @@ class GroupCommit:
         """A future completing once everything written so far is synced, or None when
         nothing is waiting for a sync (or no event loop runs). Raises SyncFailed when fenced."""
         self.check()
-        if self._round is None and not self._waiters and not self._scheduled:
+        if self._round is None and not self._waiters and not self._scheduled and not self._sealed:
             return None
         return self.request(wait=True)
 
     def sync_inline(self) -> None:
-        """fdatasync on this thread (blocking); a failure fences the log and raises SyncFailed."""
+        """fdatasync on this thread (blocking): sealed segments not yet synced (also those
+        a round in flight holds), then the active one. A failure fences the log and
+        raises SyncFailed."""
         self.check()
         t0 = time.perf_counter()
         try:
+            for entry in list(self._sealed):
+                os.fdatasync(entry[0])
+                self._drop_sealed([entry])
             self._sync_inline()
         except OSError as exc:
             raise self.fence(exc) from exc
@@ -231,13 +280,16 @@ class GroupCommit:
             return
         if self._closed or self._failure is not None:
             return  # close() / fence() settled the waiters
-        if not self._waiters and not self._wanted:
+        if not self._waiters and not self._wanted and not self._sealed:
             return
         waiters, self._waiters = self._waiters, []
         self._wanted = False
+        sealed = list(self._sealed)  # sealed segments first: older data, and a waiter may be in one
         fds: list[int] = []
         try:
-            fds = self._targets()
+            for fd, _ in sealed:
+                fds.append(os.dup(fd))
+            fds += self._targets()
             self._round = self.flusher.submit(loop, fds)
         except (OSError, RuntimeError) as exc:  # no fd left to dup, or the flusher was shut down:
             for fd in fds:  # these waiters cannot be made durable
@@ -245,9 +297,15 @@ class GroupCommit:
             self._waiters = waiters + self._waiters
             self.fence(exc)
             return
-        self._round.add_done_callback(lambda done: self._finished(loop, waiters, done))
+        self._round.add_done_callback(lambda done: self._finished(loop, waiters, sealed, done))
 
-    def _finished(self, loop: asyncio.AbstractEventLoop, waiters: list[asyncio.Future], done: asyncio.Future) -> None:
+    def _finished(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        waiters: list[asyncio.Future],
+        sealed: list[tuple[int, str]],
+        done: asyncio.Future,
+    ) -> None:
         self._round = None
         flusher = self.flusher
         flusher.rounds += 1
@@ -265,13 +323,14 @@ class GroupCommit:
             self._waiters = waiters + self._waiters
             self.fence(error or OSError("an earlier sync of this log failed"))
             return
+        self._drop_sealed(sealed)  # synced: those segments are whole on disk
         for fut in waiters:
             if not fut.done():  # a cancelled waiter (its client left) is skipped
                 fut.set_result(None)
                 flusher.acknowledged += 1
         if self._closed:
             return
-        if self._waiters or self._wanted:
+        if self._waiters or self._wanted or self._sealed:
             self._start(loop)
 
     def close(self, synced: bool) -> None:
@@ -279,6 +338,7 @@ class GroupCommit:
         in a round in flight complete when it did and no round is in flight (a round
         in flight might be the one that consumes a sync error); otherwise they fail."""
         self._closed = True
+        self._drop_sealed(list(self._sealed))  # empty after a good final sync
         waiters, self._waiters = self._waiters, []
         if synced and self._round is None and self._failure is None:
             for fut in waiters:

@@ -15,8 +15,11 @@ a future completing once an fdatasync of the active .log covering the batch
 returned (the .index is synced at seal and close: recovery re-adds entries a
 crash lost); otherwise a sync nobody awaits starts once
 ``messages_required_to_save`` messages or ``size_of_messages_required_to_save``
-bytes were appended since the last one. Sealing a segment fdatasyncs it
-inline (once per segment). A failed sync fences the log (SyncFailed).
+bytes were appended since the last one. Sealing a segment does not sync on
+the event loop: its ``.log`` and ``.index`` (and the directory, for the new
+segment's entry) are synced by the next group-commit round, asked for at the
+rotation and not awaited (inline when no event loop runs); ``sync()`` and
+``close()`` sync them too. A failed sync fences the log (SyncFailed).
 
 Write failures (ENOSPC, EDQUOT, EIO...): a failed append is undone (index
 and log cut back to the last good size) and raised as StorageWriteError; if
@@ -256,24 +259,43 @@ class LocalPartitionLog:
         return self._commit.barrier()
 
     def _rotate(self) -> None:
+        """Seal the active segment and open the next. The sealed segment's fdatasync is
+        left to the group commit (a round asked for here, not awaited; inline when no
+        event loop runs): it covers the waiters queued before the seal too."""
         active = self._segments[-1]
         try:
-            active.seal()  # syncs it inline: a sealed segment is whole on disk
+            fds = active.seal()  # cuts the preallocated tail; no sync here
         except OSError as exc:
             raise self._commit.fence(exc) from exc
         self._sealed_bytes += active.size
         self._unsynced_messages = self._unsynced_bytes = 0
-        self._open_next_segment()
+        self._commit.add_sealed(fds, active.log_path)
+        try:
+            # the directory entry of the new segment: synced by the same round (a directory
+            # fsync waits for the journal, which may be writing the sealed segment's data)
+            dir_fd = os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY)
+        except OSError:
+            dir_fd = None
+        try:
+            self._open_next_segment(sync_dir=dir_fd is None)
+        finally:
+            if dir_fd is not None:
+                self._commit.add_sealed([dir_fd], self.directory)
+            self._commit.request(wait=False)
 
-    def _open_next_segment(self) -> None:
-        """Create the active segment after the sealed last one (raises StorageWriteError)."""
+    def _open_next_segment(self, sync_dir: bool = True) -> None:
+        """Create the active segment after the sealed last one (raises StorageWriteError).
+        ``sync_dir`` false: the caller has the directory synced (see :meth:`_rotate`)."""
         prealloc = self.policy.segment_size if self.policy.preallocate_segments else 0
         start = self._segments[-1].end_offset
-        self._segments.append(Segment.create(self.directory, start, self.policy.index_interval_bytes, prealloc))
+        self._segments.append(
+            Segment.create(self.directory, start, self.policy.index_interval_bytes, prealloc, sync_dir)
+        )
 
     def sync(self) -> None:
-        """fdatasync the active segment's .log and .index now, on this thread (sealed
-        ones were synced when sealed). Raises SyncFailed (and fences) on failure."""
+        """fdatasync now, on this thread: segments sealed and not yet synced by a round
+        (.log and .index), then the active segment's .log and .index. Raises SyncFailed
+        (and fences) on failure."""
         self._check_open()
         self._commit.sync_inline()
         self._unsynced_messages = self._unsynced_bytes = 0

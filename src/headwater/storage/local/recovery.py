@@ -34,11 +34,14 @@ Runs on existing files before a partition log is served:
    one expected (:func:`.walk.tail_refusal`; a torn write leaves a partial
    batch, or zeros in a preallocated file, never whole batches after it).
    When one does, the damage is mid-chain: raise CorruptSegment naming the
-   file and both byte positions, and cut nothing. A segment other than the
-   newest is never torn by a crash (it was synced before the next one was
-   created): a non-zero tail there is refused too when a later segment holds
-   data. Otherwise the file is cut (index first, then log, so no entry ever
-   names missing bytes).
+   file and both byte positions, and cut nothing. A non-zero tail in a
+   segment other than the newest is refused too when a later segment holds
+   data: a process crash cannot leave one (the page cache keeps every write);
+   a power loss can, before the group-commit round that syncs a sealed
+   segment returned (the seal itself does not sync), and then nothing after
+   the damage was acknowledged under ``enforce_fsync``: the operator decides.
+   Otherwise the file is cut (index first, then log, so no entry ever names
+   missing bytes).
 7. Segments must not overlap in offsets (a gap is tolerated: reads skip it).
 
 Only the tail after the newest good index entry is re-verified at boot;
@@ -230,7 +233,7 @@ def recover_segment(
     ``sealed``: a later segment exists, so this one may have been compacted:
     gaps between its batches' offsets are allowed (elsewhere a gap is damage).
     ``data_follows``: a later segment of the partition holds bytes, so this
-    one was sealed (synced) and cannot have a torn tail.
+    one was sealed: a non-zero torn tail is refused, not cut (see module doc, 6).
 
     Raises CorruptSegment when an index entry points past the end of the log,
     when a whole batch's ``batch_length`` was damaged, or when the bytes after

@@ -182,10 +182,13 @@ class Segment:
 
     @classmethod
     def create(
-        cls, directory: str, start_offset: int, index_interval_bytes: int, preallocate_bytes: int
+        cls, directory: str, start_offset: int, index_interval_bytes: int, preallocate_bytes: int,
+        sync_dir: bool = True,
     ) -> "Segment":
         """Create empty ``.log`` and ``.index`` files for a new active segment and
-        fsync the directory. ``preallocate_bytes`` > 0 reserves that many log bytes.
+        fsync the directory (unless ``sync_dir`` is false: the caller then has it
+        synced before anything in the segment counts as durable).
+        ``preallocate_bytes`` > 0 reserves that many log bytes.
 
         Raises StorageError if the files already exist, StorageWriteError when the
         filesystem refuses them (ENOSPC, EIO...; whatever was made is removed again).
@@ -203,7 +206,8 @@ class Segment:
             if preallocate_bytes > 0:
                 preallocate(seg._fd, preallocate_bytes)
                 seg._file_size = os.fstat(seg._fd).st_size
-            fsync_dir(directory)
+            if sync_dir:
+                fsync_dir(directory)
         except OSError as exc:
             seg.release()
             for path in made:  # a half-made segment would block the next try (O_EXCL)
@@ -251,14 +255,33 @@ class Segment:
             os.close(self._fd)
             self._fd = None
 
-    def seal(self) -> None:
-        """Sync, cut any preallocated tail, close the index for writing: read-only from now on."""
-        if self._fd is not None and self._file_size > self.size:
+    def seal(self) -> list[int]:
+        """Cut any preallocated tail, close the files for writing: read-only from now on.
+
+        Does not sync (that blocks for as long as the disk takes to write the
+        unsynced part, up to ``segment_size`` bytes): returns duplicates
+        (``os.dup``) of the .log fd and, when entries were written since the
+        last sync, of the .index fd, which the caller must fdatasync and close
+        (the log's group commit does, off the event loop). Raises OSError (the
+        cut or a dup failed; the segment then stays active and nothing leaks).
+        """
+        if self._fd is None:
+            self.sealed = True
+            return []
+        if self._file_size > self.size:
             os.ftruncate(self._fd, self.size)
             self._file_size = self.size
-        self.sync()
+        fds = [os.dup(self._fd)]
+        try:
+            if self.index_dirty and self._index is not None and self._index.fd is not None:
+                fds.append(os.dup(self._index.fd))
+        except OSError:
+            os.close(fds[0])
+            raise
+        self.index_dirty = False
         self.sealed = True
         self.release()
+        return fds
 
     def delete(self) -> None:
         """Close and unlink .log, then .index (an orphan index is swept at boot)."""
@@ -280,8 +303,8 @@ class Segment:
     def sync_targets(self) -> list[int]:
         """For a group-commit round: a duplicate (``os.dup``) of the .log fd, which the
         caller fdatasyncs and closes; empty for a sealed segment. The .index is left
-        out: recovery re-adds missing entries from the log, and it is synced when
-        the segment is sealed or the log closed. Raises OSError when no fd is left."""
+        out: recovery re-adds missing entries from the log, and it is synced after
+        the segment is sealed (see :meth:`seal`) or when the log closes. Raises OSError when no fd is left."""
         if self._fd is None or self.sealed:
             return []
         return [os.dup(self._fd)]

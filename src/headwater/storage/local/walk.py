@@ -238,7 +238,9 @@ def tail_refusal(
     "zeros, then nonzero bytes" when a zero ``batch_length`` is followed by data). Not a
     torn tail: a whole batch verifying with a base_offset >= ``min_offset`` lies there or
     after it (:func:`intact_batch_after`), or ``data_follows`` (a later segment holds
-    bytes, so this one was synced when sealed) and the bytes are not a preallocated zero
+    bytes, so this one was sealed: a crash cannot tear it, and a power loss only before the
+    round syncing it returned, when nothing after it was acknowledged under ``enforce_fsync``;
+    see :mod:`.recovery`) and the bytes are not a preallocated zero
     tail. Reads only; raises OSError.
     """
     if end >= file_size:
