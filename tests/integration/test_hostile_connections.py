@@ -478,3 +478,58 @@ def test_connections_idle_past_the_idle_timeout_are_closed(impatient, listener):
         close_all([idle, chatty])
     assert log_lines(impatient, "reason=idle")
     both_work(impatient)
+
+
+def _produce_echoing_names(topic: str, names: list[str]):
+    """A Produce v9 (acks=1) of one record to ``topic`` partition 0 plus, for each of ``names``
+    (invalid topic names: refused, not auto-created), an empty partition: the answer echoes
+    every name, so its size is the caller's to choose."""
+    import datetime
+
+    from test_kafka_wire import PRODUCE, req
+
+    def topic_data(name, records):
+        part = req(PRODUCE, 9, "PartitionProduceData", index=0, records=records)
+        return req(PRODUCE, 9, "TopicProduceData", name=name, partition_data=(part,))
+
+    tds = [topic_data(topic, record_batch([b"v"]))] + [topic_data(n, None) for n in names]
+    return req(PRODUCE, 9, transactional_id=None, acks=1, timeout=datetime.timedelta(seconds=5),
+               topic_data=tuple(tds))
+
+
+def test_pipelined_produce_answer_never_read_is_dropped_after_the_stall_timeout(hostile):
+    """A Produce to an ``enforce_fsync`` topic is answered by a task of the connection's pipeline
+    (``kafka.server._Pipeline``) while the connection reads on. Its answer is larger than the
+    socket buffers and the output bound and the client never reads it; the client then sends a
+    Metadata, which the connection reads and holds until the answer before it is written. The
+    stall deadline must still apply to that answer's drain: the connection is dropped after
+    ``send_stall_timeout_s`` (it used to be left BUSY, with no deadline, for ever)."""
+
+    async def make_topic():
+        c = await sdk_client(hostile)
+        if await c.get_stream("kafka") is None:
+            await c.create_stream("kafka")
+        if await c.get_topic("kafka", "stall-sync") is None:
+            await c.create_topic("kafka", "stall-sync", 1, options={"enforce_fsync": "true"})
+
+    asyncio.run(asyncio.wait_for(make_topic(), 60))
+    names = [f"bad!{i:06d}" + "x" * 230 for i in range(16_000)]  # ~3.9 MB of answer
+    stalls_before = len(log_lines(hostile, "reason=send_stall"))
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    host, port = hostile.kafka_address.rsplit(":", 1)
+    sock.connect((host, int(port)))
+    client = KafkaWire.__new__(KafkaWire)
+    client.sock, client.correlation = sock, 0
+    try:
+        frame, _ = client.frame(0, 9, _produce_echoing_names("stall-sync", names))
+        sock.sendall(frame)
+        time.sleep(1.0)  # the answer is queued and its drain waits for this client to read
+        frame, _ = client.frame(3, 9, metadata_request(9, ["stall-sync"]))
+        sock.sendall(frame)
+        wait_for(lambda: len(log_lines(hostile, "reason=send_stall")) > stalls_before, SEND_STALL_TIMEOUT_S + 30,
+                 "the connection whose pipelined answer is never read being dropped")
+    finally:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        sock.close()
+    both_work(hostile)

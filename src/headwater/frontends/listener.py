@@ -101,7 +101,8 @@ class Connection:
     before the close (the Iggy front-end queues an Eviction there).
     """
 
-    __slots__ = ("peer", "closing", "phase", "since", "on_idle", "_writer", "_high", "_queued")
+    __slots__ = ("peer", "closing", "phase", "since", "on_idle", "_writer", "_high", "_queued", "_draining",
+                 "_stall_since")
 
     def __init__(self, peer: str, closing: asyncio.Event, writer: asyncio.StreamWriter | None = None, high: int = 0):
         self.peer = peer
@@ -112,11 +113,20 @@ class Connection:
         self._writer = writer
         self._high = high
         self._queued = 0
+        self._draining = 0  # drains in progress (a Kafka connection's pipelined answers drain in tasks)
+        self._stall_since = 0.0  # when the peer last read from what a drain waits on
 
     @property
     def busy(self) -> bool:
         """Handling a request or sending its reply (shutdown lets it finish)."""
-        return self.phase == BUSY or self.phase == SENDING
+        return self.phase == BUSY or self.phase == SENDING or self._draining > 0
+
+    @property
+    def deadline_phase(self) -> int:
+        """The phase whose deadline applies: SENDING while any drain waits for the peer, even when
+        the connection has meanwhile moved on to reading or handling the next request (a Kafka
+        Produce answered ahead drains in a task of its own)."""
+        return SENDING if self._draining and self.phase != CLOSING else self.phase
 
     async def receive(self, reader: asyncio.StreamReader | FrameReader, n: int) -> bytes:
         """The first ``n`` bytes of the next frame: IDLE until one arrives, then RECEIVING.
@@ -162,30 +172,43 @@ class Connection:
             await self.drain(writer)
 
     async def drain(self, writer: asyncio.StreamWriter) -> None:
-        """Wait until the peer has read the queued output down (SENDING: the stall clock runs)."""
+        """Wait until the peer has read the queued output down (SENDING: the stall clock runs,
+        also when the connection meanwhile reads on: see :attr:`deadline_phase`)."""
+        before = self.phase
         self.phase = SENDING
-        self.since = _now()
+        self.since = self._stall_since = _now()
         self._queued = writer.transport.get_write_buffer_size()
-        await writer.drain()
-        self.phase = BUSY
+        self._draining += 1
+        try:
+            await writer.drain()
+        finally:
+            self._draining -= 1
+        if self.phase == SENDING and not self._draining:  # (else the connection moved on meanwhile)
+            # back to the phase the drain interrupted, its clock restarted: a pipelined answer's
+            # drain may have begun while the connection waited for its next request
+            self.phase = BUSY if before == SENDING else before
+            self.since = _now()
 
     def overdue(self, now: float, limits: Limits) -> bool:
         """True when this connection has been in its phase past the phase's limit."""
-        if self.phase == SENDING and self._writer is not None:
-            queued = self._writer.transport.get_write_buffer_size()
-            if queued < self._queued:  # the peer read something: not stuck
-                self._queued = queued
-                self.since = now
-                return False
-        timeout = limits.timeout_for(self.phase)
-        return timeout > 0 and now - self.since > timeout
+        phase, since = self.deadline_phase, self.since
+        if phase == SENDING:
+            if self._writer is not None:
+                queued = self._writer.transport.get_write_buffer_size()
+                if queued < self._queued:  # the peer read something: not stuck
+                    self._queued = queued
+                    self._stall_since = now
+                    return False
+            since = self._stall_since
+        timeout = limits.timeout_for(phase)
+        return timeout > 0 and now - since > timeout
 
     def expire(self, now: float) -> None:
         """End an overdue connection: politely when nothing is stuck, at once otherwise."""
         writer = self._writer
         if writer is None:
             return
-        phase, self.phase, self.since = self.phase, CLOSING, now
+        phase, self.phase, self.since = self.deadline_phase, CLOSING, now
         transport = writer.transport
         if phase == IDLE and self.on_idle is not None and not transport.is_closing():
             try:
@@ -357,7 +380,7 @@ class Listener:
             self._tasks.pop(task, None)
             self._connections.dec()
             try:
-                if conn.phase == SENDING or conn.phase == CLOSING:
+                if conn.deadline_phase == SENDING or conn.phase == CLOSING:
                     writer.transport.abort()  # what is queued would never leave
                 else:
                     writer.close()
@@ -373,7 +396,7 @@ class Listener:
             expired: dict[int, list[str]] = {}
             for conn in list(self._tasks.values()):
                 if conn.overdue(now, limits):
-                    expired.setdefault(conn.phase, []).append(conn.peer)
+                    expired.setdefault(conn.deadline_phase, []).append(conn.peer)
                     conn.expire(now)
             for phase, peers in expired.items():
                 log.info(

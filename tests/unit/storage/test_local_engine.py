@@ -129,3 +129,26 @@ def test_retain_sweeps_every_tree_no_kept_partition_is_on(tmp_path):
     fresh = engine.open_partition(0, 0, 1, SegmentPolicy())  # same ids: starts empty
     assert fresh.next_offset == 0
     engine.close()
+
+
+def test_retain_sets_aside_twice_within_one_second_without_clobbering(tmp_path, monkeypatch):
+    """Two boots that each find a torn catalog and the same unnamed partition, within the same UTC
+    second (a crash loop): the second's tree goes beside the first's in lost+found/, the boot does
+    not fail on the rename (it used to raise 'Directory not empty')."""
+    import time as time_mod
+
+    frozen = time_mod.gmtime(1_800_000_000)
+    monkeypatch.setattr(time_mod, "gmtime", lambda *_: frozen)
+    kept = []
+    for boot in range(3):
+        engine = LocalEngine(str(tmp_path))
+        log = engine.open_partition(7, 1, 1, SegmentPolicy())
+        log.append(stamped_batch(0, 1 + boot))
+        moved = engine.retain([(0, 0, 0)], set_aside=True)
+        assert len(moved) == 1 and moved[0].startswith("lost+found" + os.sep), moved
+        kept.append(moved[0])
+        engine.close()
+    assert len(set(kept)) == 3
+    for path in kept:
+        files = [f for _, _, fs in os.walk(tmp_path / path) for f in fs]
+        assert files, f"{path} is empty: a set-aside tree was overwritten"

@@ -185,7 +185,8 @@ class LocalEngine:
         entry is left alone. Returns the deleted directories that held files,
         as paths relative to the data directory; with ``dry_run`` the ones that
         would be, deleting nothing. With ``set_aside`` a directory holding files
-        is renamed under ``<data>/lost+found/<UTC time>/`` (same relative path;
+        is renamed under ``<data>/lost+found/<UTC time>/`` (``<UTC time>.N`` when a tree of that
+        second is there already; same relative path;
         the engine never reads there) instead of deleted, and the returned paths
         name where it went; empty trees are still deleted.
         """
@@ -194,7 +195,8 @@ class LocalEngine:
         streams = {k[0] for k in keep}
         topics = {k[:2] for k in keep}
         removed: list[str] = []
-        aside_root = os.path.join(self.path, "lost+found", time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()))
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        aside_root = _fresh_dir_name(os.path.join(self.path, "lost+found", stamp))
 
         def sweep(directory: str, match) -> None:
             holds_files = any(files for _, _, files in os.walk(directory))
@@ -292,3 +294,13 @@ class LocalEngine:
                 self._lock.release()
         if errors:
             raise StorageError(f"closing partition logs failed: {errors}")
+
+
+def _fresh_dir_name(path: str) -> str:
+    """``path``, or ``path.1``, ``path.2``... : the first that does not exist (a second boot within
+    the same second sets its trees aside beside the first's, never onto them)."""
+    candidate, n = path, 0
+    while os.path.lexists(candidate):
+        n += 1
+        candidate = f"{path}.{n}"
+    return candidate
