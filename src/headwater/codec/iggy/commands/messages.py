@@ -29,7 +29,7 @@ import struct
 from dataclasses import dataclass
 
 from ...errors import InvalidFormat, InvalidMessagesCount
-from ..codes import Command, ConsumerKind, PollingKind
+from ..codes import Command, ConsumerKind, PartitioningKind, PollingKind
 from ..primitives import (
     Consumer,
     Identifier,
@@ -80,6 +80,8 @@ __all__ = [
     "decode_poll_reply",
     "SendConfirmation",
     "encode_send_messages_reply",
+    "encode_send_confirmation",
+    "send_messages_fields",
     "decode_send_messages_reply",
 ]
 
@@ -170,6 +172,52 @@ def decode_send_messages(body: Buffer) -> SendMessages:
     return SendMessages(stream_id, topic_id, partitioning, messages_count, batch)
 
 
+# The common SendMessages shape: [metadata_length u32][1][4][stream u32][1][4][topic u32]
+# then [1][0] (balanced) or [2][4][partition u32], then [messages_count u32], the batch.
+_COMMON_IDS = struct.Struct("<IBBIBBI")  # 0..16: metadata_length and the two numeric identifiers
+_PARTITIONING_AT = 16
+
+
+def send_messages_fields(body: Buffer) -> tuple[int, int, int | None, memoryview] | None:
+    """The SendMessages fast read: ``(stream_id, topic_id, partition_id, batch)`` for the
+    shape every SDK sends (numeric stream and topic ids; balanced partitioning, then
+    ``partition_id`` is None, or a partition id), ``batch`` a memoryview into ``body``.
+
+    None for any other body: a string identifier, a messages key, or anything
+    :func:`decode_send_messages` would refuse (call it then: it decodes or raises the
+    error). Never raises; whatever it returns, :func:`decode_send_messages` returns the
+    same fields for the same body.
+    """
+    if isinstance(body, memoryview) and (body.format != "B" or body.ndim != 1):
+        return None
+    size = len(body)
+    if size < _PARTITIONING_AT + 8 + BATCH_HEADER_SIZE:
+        return None
+    metadata_length, stream_kind, stream_len, stream_id, topic_kind, topic_len, topic_id = (
+        _COMMON_IDS.unpack_from(body, 0)
+    )
+    if stream_kind != 1 or stream_len != 4 or topic_kind != 1 or topic_len != 4:
+        return None
+    kind = body[_PARTITIONING_AT]
+    length = body[_PARTITIONING_AT + 1]
+    if kind == PartitioningKind.BALANCED and length == 0 and metadata_length == 18:
+        partition_id = None
+        count_at = 18
+    elif kind == PartitioningKind.PARTITION_ID and length == 4 and metadata_length == 22:
+        partition_id = _U32.unpack_from(body, 18)[0]
+        count_at = 22
+    else:
+        return None
+    batch_start = count_at + 4
+    if size - batch_start < BATCH_HEADER_SIZE:
+        return None
+    messages_count = _U32.unpack_from(body, count_at)[0]
+    if messages_count == 0 or messages_count != _U32.unpack_from(body, batch_start + _BATCH_COUNT_OFFSET)[0]:
+        return None
+    view = body if isinstance(body, memoryview) else memoryview(body)
+    return stream_id, topic_id, partition_id, view[batch_start:]
+
+
 def encode_send_messages(value: SendMessages) -> bytes:
     """Encode SEND_MESSAGES around ``value.batch`` (copied into the result)."""
     metadata = (
@@ -248,6 +296,14 @@ means the same: both decode to ``()``.
 decode_send_messages_reply, encode_send_messages_reply = payload_codec(
     SEND_MESSAGES_REPLY, "send_messages reply", empty=()
 )
+_ONE_CONFIRMATION = struct.Struct("<IIIIQ")
+
+
+def encode_send_confirmation(stream_id: int, topic_id: int, partition_id: int, base_offset: int) -> bytes:
+    """The SEND_MESSAGES reply payload for one batch: ``[count u32 = 1][SendConfirmation]``
+    (24 bytes), the same bytes as ``encode_send_messages_reply([SendConfirmation(...)])``.
+    Raises ``struct.error`` on a value out of range."""
+    return _ONE_CONFIRMATION.pack(1, stream_id, topic_id, partition_id, base_offset)
 
 # ---------------------------------------------------------------- declarations
 
