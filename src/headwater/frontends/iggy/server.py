@@ -85,6 +85,9 @@ class IggyFrontend:
         self.data_dir = data_dir
         # transport -> bound port, for GET_CLUSTER_METADATA (the app fills it once its listeners listen)
         self.node_ports: dict[str, int] = {}
+        # SendMessages of a logged-in session skips the generic decode (see _send_ready);
+        # False sends every request the full way (the tests compare the two)
+        self.send_fast_path = True
 
     def session(self, peer: str, transport: str) -> "IggySession":
         """A new connection's session (``transport``: "tcp", "quic" or "websocket"; TLS is
@@ -137,7 +140,7 @@ class IggyFrontend:
         return framing.encode_eviction(client, outcome.reason, *window)
 
     async def _handle(self, ctx: Context, cs: "_ConnState", head: bytes, body: bytes):
-        if head[_OPERATION_OFFSET] == _SEND_MESSAGES_OPERATION and self._send_ready(ctx, cs, head):
+        if head[_OPERATION_OFFSET] == _SEND_MESSAGES_OPERATION and self.send_fast_path and self._send_ready(ctx, cs, head):
             fields = send_messages_fields(body)
             if fields is not None:
                 return await self._send(ctx, cs, head, fields)
@@ -274,15 +277,11 @@ class IggyFrontend:
     async def _send(self, ctx: Context, cs: "_ConnState", head: bytes, fields) -> bytes:
         """Serve a SendMessages that :meth:`_send_ready` passed and whose body
         ``send_messages_fields`` read: the same reply, status and metrics as the full path."""
-        stream_id, topic_id, partition_id, batch = fields
         op = cs.epoch or 0
         ctx.header = None  # (the full path's decoded header: not built here, no handler reads it)
         t0 = time.perf_counter()
         try:
-            if partition_id is None:
-                payload = await send_batch(ctx, stream_id, topic_id, "balanced", None, batch)
-            else:
-                payload = await send_batch(ctx, stream_id, topic_id, "partition", partition_id, batch)
+            payload = await send_batch(ctx, *fields)
         except Exception as e:
             _SEND_TIMED.observe(time.perf_counter() - t0)
             return framing.encode_reply_to_head(head, b"", self._refusal(_SEND_CODE, e), op=op)

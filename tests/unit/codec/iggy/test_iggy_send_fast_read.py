@@ -49,23 +49,20 @@ def test_fast_read_agrees_with_the_full_decoder(body):
     except CodecError:
         assert fast is None  # whatever the full decoder refuses, the fast read declines
         return
-    if fast is None:  # declined: a string id or a messages key, never the common shape
-        assert isinstance(full.stream_id, str) or isinstance(full.topic_id, str) or \
-            full.partitioning.kind == PartitioningKind.MESSAGES_KEY
-        return
-    stream_id, topic_id, partition_id, batch = fast
+    assert fast is not None  # the fast read declines only what the full decoder refuses
+    stream_id, topic_id, route, value, batch = fast
     assert (stream_id, topic_id) == (full.stream_id, full.topic_id)
-    if partition_id is None:
-        assert full.partitioning.kind == PartitioningKind.BALANCED
-    else:
-        assert full.partitioning == Partitioning.by_partition(partition_id)
+    p = full.partitioning
+    expected = {PartitioningKind.BALANCED: ("balanced", None), PartitioningKind.PARTITION_ID: ("partition", p.partition_id),
+                PartitioningKind.MESSAGES_KEY: ("key", None if p.key is None else bytes(p.key))}[p.kind]
+    assert (route, value) == expected
     assert bytes(batch) == bytes(full.batch)
 
 
 def test_fast_read_views_the_body_without_a_copy():
     body = bytearray(w.encode_send_messages(w.SendMessages(3, 4, Partitioning.by_partition(1), 4, memoryview(BATCH))))
-    stream_id, topic_id, partition_id, batch = w.send_messages_fields(body)
-    assert (stream_id, topic_id, partition_id) == (3, 4, 1) and batch.obj is body and bytes(batch) == BATCH
+    stream_id, topic_id, route, value, batch = w.send_messages_fields(body)
+    assert (stream_id, topic_id, route, value) == (3, 4, "partition", 1) and batch.obj is body and bytes(batch) == BATCH
 
 
 @settings(max_examples=300)
@@ -89,7 +86,7 @@ def test_one_confirmation_is_the_reply_codec_bytes(stream_id, topic_id, partitio
     assert w.encode_send_confirmation(stream_id, topic_id, partition_id, base_offset) == expected
 
 
-def test_a_common_send_from_encode_request_is_read_fast():
-    body = w.encode_send_messages(w.SendMessages(1, 2, Partitioning.balanced(), 4, memoryview(BATCH)))
+def test_a_named_keyed_send_is_read_fast():
+    body = w.encode_send_messages(w.SendMessages("bench", 2, Partitioning.by_key(b"k"), 4, memoryview(BATCH)))
     frame = framing.encode_request(Command.SEND_MESSAGES, body)
-    assert w.send_messages_fields(frame[framing.HEADER_SIZE:])[:3] == (1, 2, None)
+    assert w.send_messages_fields(frame[framing.HEADER_SIZE:])[:4] == ("bench", 2, "key", b"k")

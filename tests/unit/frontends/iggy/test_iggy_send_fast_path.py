@@ -1,6 +1,5 @@
-"""The SendMessages fast path of ``IggyFrontend`` (an authenticated session's send with numeric
-ids, no header or request objects built) against the full path (the same send naming the stream
-and topic by name, which the fast read declines): same statuses, evictions, metrics, and every
+"""The SendMessages fast path of ``IggyFrontend`` (an authenticated session's send, no header or
+request objects built) against the full path (``send_fast_path`` off): same replies, statuses, evictions, metrics, and every
 change of session, user, permissions and catalog takes effect on the very next send. Sans-I/O,
 on a real broker in ``tmp_path``, logged in through a real Register frame."""
 
@@ -57,16 +56,23 @@ class _Conn:
         _, payload = framing.split_result(reply[framing.HEADER_SIZE:])
         self.epoch = decode_login_reply(payload).session
 
-    async def send(self, stream, topic, partitioning=Partitioning.by_partition(0), batch=None, *, session=None, client=None):
+    async def send(self, stream, topic, partitioning=Partitioning.by_partition(0), batch=None, *, session=None,
+                   client=None, full=False, metadata_length_delta=0):
         batch = _batch() if batch is None else batch
         count = batch_codec.read_header(batch).message_count
-        body = w.encode_send_messages(w.SendMessages(stream, topic, partitioning, count, memoryview(batch)))
+        body = bytearray(w.encode_send_messages(w.SendMessages(stream, topic, partitioning, count, memoryview(batch))))
+        body[0] += metadata_length_delta
         self.request += 1
         frame = framing.encode_request(
             Command.SEND_MESSAGES, body, client=self.client if client is None else client,
             request=self.request, session=self.epoch if session is None else session,
         )
-        return await self._frame(frame)
+        frontend = self.session.frontend
+        frontend.send_fast_path = not full
+        try:
+            return await self._frame(frame)
+        finally:
+            frontend.send_fast_path = True
 
     async def _frame(self, frame: bytes):
         head = frame[:framing.HEADER_SIZE]
@@ -91,7 +97,7 @@ def test_fast_and_full_path_answer_a_send_alike(world):
         await conn.login()
         fast = await conn.send(stream.id, topic.id)
         assert _fast(conn)
-        full = await conn.send("orders", "paid")
+        full = await conn.send(stream.id, topic.id, full=True)
         assert not _fast(conn)
         for reply, base in ((fast, 0), (full, 3)):
             head = framing.decode_reply_header(reply)
@@ -99,7 +105,7 @@ def test_fast_and_full_path_answer_a_send_alike(world):
             assert w.decode_send_messages_reply(reply[framing.HEADER_SIZE:]) == (w.SendConfirmation(stream.id, topic.id, 0, base),)
         # the header echo is the full path's, byte for byte, but for the request number
         assert fast[:200] == full[:200] and fast[208:framing.HEADER_SIZE] == full[208:framing.HEADER_SIZE]
-        balanced = [await conn.send(stream.id, topic.id, Partitioning.balanced()) for _ in range(2)]
+        balanced = [await conn.send("orders", "paid", Partitioning.balanced()) for _ in range(2)]
         assert _fast(conn)
         parts = sorted(w.decode_send_messages_reply(r[framing.HEADER_SIZE:])[0].partition_id for r in balanced)
         assert parts == [0, 1]
@@ -107,26 +113,29 @@ def test_fast_and_full_path_answer_a_send_alike(world):
     asyncio.run(go())
 
 
-@pytest.mark.parametrize("case", ["no_topic", "no_partition", "bad_checksum", "count_mismatch"])
+@pytest.mark.parametrize("case", ["no_topic", "no_stream_name", "no_partition", "bad_checksum", "count_mismatch", "bad_metadata"])
 def test_refusals_carry_the_same_code_on_both_paths(world, case):
     frontend, stream, topic, _ = world
     batch = bytearray(_batch())
-    stream_fast, topic_fast, stream_full, topic_full = stream.id, topic.id, "orders", "paid"
+    stream_id, topic_id = stream.id, topic.id
     partitioning = Partitioning.by_partition(0)
     if case == "no_topic":
-        topic_fast, topic_full = 77, "nope"
+        topic_id = 77
+    elif case == "no_stream_name":
+        stream_id = "nope"
     elif case == "no_partition":
         partitioning = Partitioning.by_partition(9)
     elif case == "bad_checksum":
         batch[-1] ^= 0xFF
-    else:
+    elif case == "count_mismatch":
         batch[48] += 1  # the batch header's count no longer matches messages_count: the fast read declines
+    damage = 1 if case == "bad_metadata" else 0  # metadata_length one too many: InvalidFormat
 
     async def go():
         conn = _Conn(frontend)
         await conn.login()
-        fast = await conn.send(stream_fast, topic_fast, partitioning, bytes(batch))
-        full = await conn.send(stream_full, topic_full, partitioning, bytes(batch))
+        fast = await conn.send(stream_id, topic_id, partitioning, bytes(batch), metadata_length_delta=damage)
+        full = await conn.send(stream_id, topic_id, partitioning, bytes(batch), full=True, metadata_length_delta=damage)
         assert _status(fast) == _status(full) != 0
         assert len(fast) == framing.HEADER_SIZE and not conn.session.closed
 
@@ -199,7 +208,7 @@ def test_every_send_is_timed_once_on_either_path(world):
         before = sum(timing.counts)
         await conn.send(stream.id, topic.id)
         await conn.send(stream.id, 99)  # refused on the fast path: timed too
-        await conn.send("orders", "paid")
+        await conn.send(stream.id, topic.id, full=True)
         assert sum(timing.counts) - before == 3
 
     asyncio.run(go())

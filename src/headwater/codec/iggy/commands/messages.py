@@ -172,50 +172,72 @@ def decode_send_messages(body: Buffer) -> SendMessages:
     return SendMessages(stream_id, topic_id, partitioning, messages_count, batch)
 
 
-# The common SendMessages shape: [metadata_length u32][1][4][stream u32][1][4][topic u32]
-# then [1][0] (balanced) or [2][4][partition u32], then [messages_count u32], the batch.
-_COMMON_IDS = struct.Struct("<IBBIBBI")  # 0..16: metadata_length and the two numeric identifiers
-_PARTITIONING_AT = 16
+def _identifier_at(body: Buffer, at: int, size: int) -> tuple[int | str, int] | None:
+    """``(identifier, next position)`` of the Identifier at ``at``, or None where
+    :func:`~..primitives.decode_identifier` would raise."""
+    if at + 2 > size:
+        return None
+    kind = body[at]
+    length = body[at + 1]
+    end = at + 2 + length
+    if end > size:
+        return None
+    if kind == 1 and length == 4:
+        return _U32.unpack_from(body, at + 2)[0], end
+    if kind == 2 and length:
+        try:
+            return str(body[at + 2:end], "utf-8"), end
+        except UnicodeDecodeError:
+            return None
+    return None
 
 
-def send_messages_fields(body: Buffer) -> tuple[int, int, int | None, memoryview] | None:
-    """The SendMessages fast read: ``(stream_id, topic_id, partition_id, batch)`` for the
-    shape every SDK sends (numeric stream and topic ids; balanced partitioning, then
-    ``partition_id`` is None, or a partition id), ``batch`` a memoryview into ``body``.
+def send_messages_fields(body: Buffer) -> tuple[int | str, int | str, str, int | bytes | None, memoryview] | None:
+    """The SendMessages fast read: ``(stream_id, topic_id, route, value, batch)`` without
+    building request objects. ``route``/``value`` are what
+    :meth:`~headwater.core.broker.Broker.route` takes: ``"balanced"``/None,
+    ``"partition"``/partition id, ``"key"``/the key bytes; ``batch`` is a memoryview into
+    ``body``.
 
-    None for any other body: a string identifier, a messages key, or anything
-    :func:`decode_send_messages` would refuse (call it then: it decodes or raises the
-    error). Never raises; whatever it returns, :func:`decode_send_messages` returns the
-    same fields for the same body.
+    None when :func:`decode_send_messages` would raise (call it then for the error); never
+    raises. For every body both accept they give the same fields.
     """
     if isinstance(body, memoryview) and (body.format != "B" or body.ndim != 1):
         return None
     size = len(body)
-    if size < _PARTITIONING_AT + 8 + BATCH_HEADER_SIZE:
+    if size < 4:
         return None
-    metadata_length, stream_kind, stream_len, stream_id, topic_kind, topic_len, topic_id = (
-        _COMMON_IDS.unpack_from(body, 0)
-    )
-    if stream_kind != 1 or stream_len != 4 or topic_kind != 1 or topic_len != 4:
+    metadata_length = _U32.unpack_from(body, 0)[0]
+    stream = _identifier_at(body, 4, size)
+    if stream is None:
         return None
-    kind = body[_PARTITIONING_AT]
-    length = body[_PARTITIONING_AT + 1]
-    if kind == PartitioningKind.BALANCED and length == 0 and metadata_length == 18:
-        partition_id = None
-        count_at = 18
-    elif kind == PartitioningKind.PARTITION_ID and length == 4 and metadata_length == 22:
-        partition_id = _U32.unpack_from(body, 18)[0]
-        count_at = 22
+    topic = _identifier_at(body, stream[1], size)
+    if topic is None:
+        return None
+    at = topic[1]
+    if at + 2 > size:
+        return None
+    kind = body[at]
+    length = body[at + 1]
+    at += 2
+    if kind == PartitioningKind.PARTITION_ID and length == 4 and at + 4 <= size:
+        route, value = "partition", _U32.unpack_from(body, at)[0]
+        at += 4
+    elif kind == PartitioningKind.BALANCED and length == 0:
+        route, value = "balanced", None
+    elif kind == PartitioningKind.MESSAGES_KEY and length and at + length <= size:
+        route, value = "key", bytes(body[at:at + length])
+        at += length
     else:
         return None
-    batch_start = count_at + 4
-    if size - batch_start < BATCH_HEADER_SIZE:
+    batch_start = at + 4
+    if batch_start - 4 != metadata_length or size - batch_start < BATCH_HEADER_SIZE:
         return None
-    messages_count = _U32.unpack_from(body, count_at)[0]
+    messages_count = _U32.unpack_from(body, at)[0]
     if messages_count == 0 or messages_count != _U32.unpack_from(body, batch_start + _BATCH_COUNT_OFFSET)[0]:
         return None
     view = body if isinstance(body, memoryview) else memoryview(body)
-    return stream_id, topic_id, partition_id, view[batch_start:]
+    return stream[0], topic[0], route, value, view[batch_start:]
 
 
 def encode_send_messages(value: SendMessages) -> bytes:
