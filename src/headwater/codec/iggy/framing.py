@@ -95,6 +95,7 @@ __all__ = [
     "encode_reply_header",
     "reply_header_for",
     "encode_reply",
+    "encode_reply_to_head",
     "decode_reply_header",
     "encode_eviction",
     "decode_eviction",
@@ -128,6 +129,8 @@ _REPLY_TAIL = struct.Struct("<QQQQQQQQQQB7xI")
 # 128..152 of an eviction: client, server_protocol_version, server_protocol_version_min
 _EVICTION_TAIL = struct.Struct("<QQII")
 _U128 = struct.Struct("<QQ")
+_VIEW_RELEASE = struct.Struct("<II1xB")  # 52..62 of a header: view, release, (command), replica
+_ECHO_TAIL = struct.Struct("<QQB")  # 160..177 of a request: timestamp, request, operation
 _MASK64 = (1 << 64) - 1
 
 
@@ -450,6 +453,43 @@ def encode_reply(
     pass a body built with :func:`reply_body` / :func:`result_ok`.
     """
     return reply_header_for(request, len(body), status=status, op=op, commit=commit) + bytes(body)
+
+
+_REPLY_ECHO = struct.Struct("<IIIBB66x16s16s16sQQQQB7xI")  # 48..220 of a reply, from size on
+
+
+def encode_reply_to_head(
+    head: bytes | bytearray | memoryview, body: bytes | bytearray = b"", status: int = 0, *, op: int = 0
+) -> bytes:
+    """:func:`encode_reply` answering a raw request header, without decoding it: the same
+    bytes as ``encode_reply(decode_request_header(head), body, status, op=op)`` for any
+    ``head`` that :func:`decode_request_header` accepts (the caller must know it does).
+    Echoes cluster (32..48), view, release, replica, client (128..144), request_checksum
+    (144..160), timestamp (160), request (168) and operation (176); ``op`` at 176, status
+    at 216. Raises ``ValueError`` on a nonzero status with a body.
+    """
+    if status and body:
+        raise ValueError("a reply with a nonzero status must have an empty body")
+    view, release, replica = _VIEW_RELEASE.unpack_from(head, 52)
+    buf = bytearray(HEADER_SIZE)
+    buf[32:48] = head[32:48]
+    _REPLY_ECHO.pack_into(
+        buf,
+        SIZE_OFFSET,
+        HEADER_SIZE + len(body),
+        view,
+        release,
+        HeaderCommand.REPLY,
+        replica,
+        head[144:160],  # request_checksum
+        bytes(16),  # context
+        head[128:144],  # client
+        op,
+        0,  # commit
+        *_ECHO_TAIL.unpack_from(head, 160),  # timestamp, request, operation
+        status,
+    )
+    return bytes(buf) + body if body else bytes(buf)
 
 
 def decode_reply_header(data: bytes | bytearray | memoryview) -> ReplyHeader:

@@ -23,6 +23,7 @@ from ...codec.errors import CodecError
 from ...codec.iggy import framing, version
 from ...codec.iggy.codes import COMMAND_TO_OPERATION, Command, HeaderCommand, Operation
 from ...codec.iggy.commands import COMMANDS
+from ...codec.iggy.commands.messages import send_messages_fields
 from ...codec.iggy.errors import InvalidOperation
 from ...config import TcpConfig
 from ...core import errors as core_errors
@@ -32,6 +33,7 @@ from ..frames import FrameReader
 from ..listener import Connection, Limits
 from . import handlers  # noqa: F401  (registers every handler)
 from .errors import code_for
+from .handlers.messages import send_batch
 from .registry import HANDLERS, Context
 from .session import Action, ClientTable, Event, State, Verdict, classify, step
 
@@ -40,6 +42,7 @@ log = logging.getLogger("headwater.iggy")
 _HEADER = framing.HEADER_SIZE
 _SIZE = struct.Struct("<I")
 _CLIENT = struct.Struct("<QQ")
+_SESSION = struct.Struct("<Q")  # the request header's session at 184
 _METADATA_OPS = range(128, 160)
 _REPLICATED_CODES = frozenset(int(c) for c in COMMAND_TO_OPERATION)
 _KNOWN_CODES = frozenset(int(c) for c in Command)
@@ -50,8 +53,11 @@ _REQUEST_ALREADY_APPLIED = 59
 _OPERATION_OFFSET = 176  # the request header's operation byte (framing: 128 + client u128, checksum u128, ...)
 _SEND_MESSAGES_OPERATION = int(COMMAND_TO_OPERATION[Command.SEND_MESSAGES])  # (a write rides only its own)
 # request latency histograms by command code (headwater.metrics): produce and fetch only
+_SEND_CODE = int(Command.SEND_MESSAGES)
+_SEND_PREFIX = framing.result_prefix(_SEND_MESSAGES_OPERATION)  # (b"": SendMessages is not result-framed)
+_SEND_TIMED = metrics.request_histogram("iggy", "tcp", metrics.PRODUCE)
 _TIMED = {
-    int(Command.SEND_MESSAGES): metrics.request_histogram("iggy", "tcp", metrics.PRODUCE),
+    _SEND_CODE: _SEND_TIMED,
     int(Command.POLL_MESSAGES): metrics.request_histogram("iggy", "tcp", metrics.FETCH),
 }
 
@@ -79,6 +85,9 @@ class IggyFrontend:
         self.data_dir = data_dir
         # transport -> bound port, for GET_CLUSTER_METADATA (the app fills it once its listeners listen)
         self.node_ports: dict[str, int] = {}
+        # SendMessages of a logged-in session skips the generic decode (see _send_ready);
+        # False sends every request the full way (the tests compare the two)
+        self.send_fast_path = True
 
     def session(self, peer: str, transport: str) -> "IggySession":
         """A new connection's session (``transport``: "tcp", "quic" or "websocket"; TLS is
@@ -131,6 +140,10 @@ class IggyFrontend:
         return framing.encode_eviction(client, outcome.reason, *window)
 
     async def _handle(self, ctx: Context, cs: "_ConnState", head: bytes, body: bytes):
+        if head[_OPERATION_OFFSET] == _SEND_MESSAGES_OPERATION and self.send_fast_path and self._send_ready(ctx, cs, head):
+            fields = send_messages_fields(body)
+            if fields is not None:
+                return await self._send(ctx, cs, head, fields)
         try:
             header = framing.decode_request_header(head)
         except InvalidOperation as e:
@@ -220,7 +233,12 @@ class IggyFrontend:
             if inspect.isawaitable(result):
                 result = await result
             return 0, result
-        except core_errors.CorruptData as e:
+        except Exception as e:
+            return self._refusal(code, e), b""
+
+    def _refusal(self, code: int, e: Exception) -> int:
+        """The Iggy status for a request of command ``code`` that raised ``e`` (logged)."""
+        if isinstance(e, core_errors.CorruptData):
             # stored data failed verification: the read is refused, and an operator must hear of it
             # (once a minute per distinct error, so a fenced partition polled in a loop does not flood the log)
             now = time.monotonic()
@@ -228,16 +246,47 @@ class IggyFrontend:
             if now - self._corrupt_logged.get(message, -1e9) >= 60.0:
                 self._corrupt_logged[message] = now
                 log.error("corrupt data refused", extra={"kv": {"code": code, "error": message}})
-            return code_for(e), b""
-        except core_errors.BrokerError as e:
+            return code_for(e)
+        if isinstance(e, core_errors.BrokerError):
             log.debug("request refused", extra={"kv": {"code": code, "error": str(e)}})
-            return code_for(e), b""
-        except CodecError as e:
+            return code_for(e)
+        if isinstance(e, CodecError):
             log.debug("request undecodable", extra={"kv": {"code": code, "error": str(e)}})
-            return e.code, b""
-        except Exception:
-            log.exception("handler failed", extra={"kv": {"code": code}})
-            return 1, b""
+            return e.code
+        log.error("handler failed", exc_info=e, extra={"kv": {"code": code}})
+        return 1
+
+    # ------------------------------------------------------------------ SendMessages fast path
+    def _send_ready(self, ctx: Context, cs: "_ConnState", head: bytes) -> bool:
+        """Whether ``head`` is a well-formed SendMessages header that the full path would serve
+        as a WRITE (authenticated connection, its own client id and current session epoch, the
+        user unchanged and active). Checked on every request, from live state: a fence, a
+        logout, a deleted/deactivated user or new permissions send the request the full way."""
+        if cs.state is not State.AUTHENTICATED or len(head) != _HEADER:
+            return False
+        if head[framing.COMMAND_OFFSET] != HeaderCommand.REQUEST or _SIZE.unpack_from(head, framing.SIZE_OFFSET)[0] < _HEADER:
+            return False
+        epoch = cs.epoch
+        if epoch is None or _SESSION.unpack_from(head, 184)[0] != epoch or _client_of(head) != cs.client:
+            return False
+        if self.clients.epoch(cs.client) != epoch:
+            return False
+        user = ctx.user
+        return user is not None and user.status == USER_ACTIVE and self.broker.users.users.get(user.id) is user
+
+    async def _send(self, ctx: Context, cs: "_ConnState", head: bytes, fields) -> bytes:
+        """Serve a SendMessages that :meth:`_send_ready` passed and whose body
+        ``send_messages_fields`` read: the same reply, status and metrics as the full path."""
+        op = cs.epoch or 0
+        ctx.header = None  # (the full path's decoded header: not built here, no handler reads it)
+        t0 = time.perf_counter()
+        try:
+            payload = await send_batch(ctx, *fields)
+        except Exception as e:
+            _SEND_TIMED.observe(time.perf_counter() - t0)
+            return framing.encode_reply_to_head(head, b"", self._refusal(_SEND_CODE, e), op=op)
+        _SEND_TIMED.observe(time.perf_counter() - t0)
+        return framing.encode_reply_to_head(head, _SEND_PREFIX + payload, op=op)
 
     # ------------------------------------------------------------------ login-register
     async def _login(self, ctx: Context, cs: "_ConnState", header, body: bytes) -> bytes:

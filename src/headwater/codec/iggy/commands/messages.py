@@ -29,7 +29,7 @@ import struct
 from dataclasses import dataclass
 
 from ...errors import InvalidFormat, InvalidMessagesCount
-from ..codes import Command, ConsumerKind, PollingKind
+from ..codes import Command, ConsumerKind, PartitioningKind, PollingKind
 from ..primitives import (
     Consumer,
     Identifier,
@@ -80,6 +80,8 @@ __all__ = [
     "decode_poll_reply",
     "SendConfirmation",
     "encode_send_messages_reply",
+    "encode_send_confirmation",
+    "send_messages_fields",
     "decode_send_messages_reply",
 ]
 
@@ -170,6 +172,74 @@ def decode_send_messages(body: Buffer) -> SendMessages:
     return SendMessages(stream_id, topic_id, partitioning, messages_count, batch)
 
 
+def _identifier_at(body: Buffer, at: int, size: int) -> tuple[int | str, int] | None:
+    """``(identifier, next position)`` of the Identifier at ``at``, or None where
+    :func:`~..primitives.decode_identifier` would raise."""
+    if at + 2 > size:
+        return None
+    kind = body[at]
+    length = body[at + 1]
+    end = at + 2 + length
+    if end > size:
+        return None
+    if kind == 1 and length == 4:
+        return _U32.unpack_from(body, at + 2)[0], end
+    if kind == 2 and length:
+        try:
+            return str(body[at + 2:end], "utf-8"), end
+        except UnicodeDecodeError:
+            return None
+    return None
+
+
+def send_messages_fields(body: Buffer) -> tuple[int | str, int | str, str, int | bytes | None, memoryview] | None:
+    """The SendMessages fast read: ``(stream_id, topic_id, route, value, batch)`` without
+    building request objects. ``route``/``value`` are what
+    :meth:`~headwater.core.broker.Broker.route` takes: ``"balanced"``/None,
+    ``"partition"``/partition id, ``"key"``/the key bytes; ``batch`` is a memoryview into
+    ``body``.
+
+    None when :func:`decode_send_messages` would raise (call it then for the error); never
+    raises. For every body both accept they give the same fields.
+    """
+    if isinstance(body, memoryview) and (body.format != "B" or body.ndim != 1):
+        return None
+    size = len(body)
+    if size < 4:
+        return None
+    metadata_length = _U32.unpack_from(body, 0)[0]
+    stream = _identifier_at(body, 4, size)
+    if stream is None:
+        return None
+    topic = _identifier_at(body, stream[1], size)
+    if topic is None:
+        return None
+    at = topic[1]
+    if at + 2 > size:
+        return None
+    kind = body[at]
+    length = body[at + 1]
+    at += 2
+    if kind == PartitioningKind.PARTITION_ID and length == 4 and at + 4 <= size:
+        route, value = "partition", _U32.unpack_from(body, at)[0]
+        at += 4
+    elif kind == PartitioningKind.BALANCED and length == 0:
+        route, value = "balanced", None
+    elif kind == PartitioningKind.MESSAGES_KEY and length and at + length <= size:
+        route, value = "key", bytes(body[at:at + length])
+        at += length
+    else:
+        return None
+    batch_start = at + 4
+    if batch_start - 4 != metadata_length or size - batch_start < BATCH_HEADER_SIZE:
+        return None
+    messages_count = _U32.unpack_from(body, at)[0]
+    if messages_count == 0 or messages_count != _U32.unpack_from(body, batch_start + _BATCH_COUNT_OFFSET)[0]:
+        return None
+    view = body if isinstance(body, memoryview) else memoryview(body)
+    return stream[0], topic[0], route, value, view[batch_start:]
+
+
 def encode_send_messages(value: SendMessages) -> bytes:
     """Encode SEND_MESSAGES around ``value.batch`` (copied into the result)."""
     metadata = (
@@ -248,6 +318,14 @@ means the same: both decode to ``()``.
 decode_send_messages_reply, encode_send_messages_reply = payload_codec(
     SEND_MESSAGES_REPLY, "send_messages reply", empty=()
 )
+_ONE_CONFIRMATION = struct.Struct("<IIIIQ")
+
+
+def encode_send_confirmation(stream_id: int, topic_id: int, partition_id: int, base_offset: int) -> bytes:
+    """The SEND_MESSAGES reply payload for one batch: ``[count u32 = 1][SendConfirmation]``
+    (24 bytes), the same bytes as ``encode_send_messages_reply([SendConfirmation(...)])``.
+    Raises ``struct.error`` on a value out of range."""
+    return _ONE_CONFIRMATION.pack(1, stream_id, topic_id, partition_id, base_offset)
 
 # ---------------------------------------------------------------- declarations
 

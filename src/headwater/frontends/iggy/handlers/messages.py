@@ -24,22 +24,32 @@ from ._common import may_poll, may_send, require
 
 @iggy_command(Command.SEND_MESSAGES)
 async def send_messages(ctx: Context, req: w.SendMessages) -> bytes:
-    t = ctx.broker.topic(req.stream_id, req.topic_id)
-    require(may_send(ctx, t), "send messages")
     kind = req.partitioning.kind
     if kind == PartitioningKind.PARTITION_ID:
-        p = ctx.broker.route(t, "partition", req.partitioning.partition_id)
-    elif kind == PartitioningKind.MESSAGES_KEY:
-        p = ctx.broker.route(t, "key", bytes(req.partitioning.key))
-    else:
-        p = ctx.broker.route(t, "balanced", None)
-    batch = req.batch if not isinstance(req.batch.obj, bytes) else bytearray(req.batch)
+        return await send_batch(ctx, req.stream_id, req.topic_id, "partition", req.partitioning.partition_id, req.batch)
+    if kind == PartitioningKind.MESSAGES_KEY:
+        return await send_batch(ctx, req.stream_id, req.topic_id, "key", bytes(req.partitioning.key), req.batch)
+    return await send_batch(ctx, req.stream_id, req.topic_id, "balanced", None, req.batch)
+
+
+async def send_batch(ctx: Context, stream_id, topic_id, route: str, value, batch: memoryview) -> bytes:
+    """SendMessages once decoded: resolve the topic, check the send right, pick the partition
+    (:meth:`~headwater.core.broker.Broker.route`: ``route`` "partition", "key" or
+    "balanced" with its ``value``), verify, stamp and append ``batch`` (a view into the
+    request body: stamped in place unless the body is immutable ``bytes``); the reply
+    payload is one SendConfirmation. Raises what the broker raises (TopicNotFound,
+    Unauthorized, PartitionNotFound, InvalidBatch, MessagesNotSaved, ...)."""
+    t = ctx.broker.topic(stream_id, topic_id)
+    require(may_send(ctx, t), "send messages")
+    p = ctx.broker.route(t, route, value)
+    if isinstance(batch.obj, bytes):
+        batch = bytearray(batch)
     if t.options.compact:
         ctx.broker.check_compaction_keys(batch)
     done = ctx.broker.append(p, batch)
     if done.durable is not None:  # enforce_fsync: reply once a sync covering the batch returned
         await done.durable
-    return w.encode_send_messages_reply([w.SendConfirmation(t.stream_id, t.id, p.id, done.base_offset)])
+    return w.encode_send_confirmation(t.stream_id, t.id, p.id, done.base_offset)
 
 
 def consumer_key(t: Topic, consumer) -> tuple[str, str]:
