@@ -87,6 +87,16 @@ class ProduceRequest(NamedTuple):
     topic_data: tuple[TopicData, ...]
 
 
+def _length(mv: memoryview, pos: int, flexible: bool, fixed: struct.Struct) -> tuple[int, int]:
+    """An array or string length at ``pos`` and the position after it: a flexible version's
+    compact form (unsigned varint, length + 1; 0 = null reads -1), else ``fixed`` (int16 for a
+    string, int32 for an array or bytes; -1 = null)."""
+    if flexible:
+        n, pos = read_uvarint(mv, pos)
+        return n - 1, pos
+    return fixed.unpack_from(mv, pos)[0], pos + fixed.size
+
+
 def parse_request(frame: bytes | memoryview, pos: int, version: int) -> ProduceRequest | None:
     """The Produce body at ``pos`` of ``frame`` (after the request header), or None when the
     general path must read it (see the module docstring)."""
@@ -117,44 +127,24 @@ def parse_request(frame: bytes | memoryview, pos: int, version: int) -> ProduceR
             return None
         acks, timeout_ms = _ACKS_TIMEOUT.unpack_from(mv, pos)
         pos += 6
-        if flexible:
-            topics, pos = read_uvarint(mv, pos)
-            topics -= 1
-        else:
-            (topics,) = _I32.unpack_from(mv, pos)
-            pos += 4
+        topics, pos = _length(mv, pos, flexible, _I32)
         if topics < 0 or topics > end - pos:
             return None
         topic_data = []
         for _ in range(topics):
-            if flexible:
-                n, pos = read_uvarint(mv, pos)
-                n -= 1
-            else:
-                (n,) = _I16.unpack_from(mv, pos)
-                pos += 2
+            n, pos = _length(mv, pos, flexible, _I16)
             if n < 0 or pos + n > end:
                 return None
             name = str(mv[pos : pos + n], "utf-8")
             pos += n
-            if flexible:
-                parts, pos = read_uvarint(mv, pos)
-                parts -= 1
-            else:
-                (parts,) = _I32.unpack_from(mv, pos)
-                pos += 4
+            parts, pos = _length(mv, pos, flexible, _I32)
             if parts < 0 or parts > end - pos:
                 return None
             partition_data = []
             for _ in range(parts):
                 (index,) = _I32.unpack_from(mv, pos)
                 pos += 4
-                if flexible:
-                    n, pos = read_uvarint(mv, pos)
-                    n -= 1
-                else:
-                    (n,) = _I32.unpack_from(mv, pos)
-                    pos += 4
+                n, pos = _length(mv, pos, flexible, _I32)
                 if n < -1 or pos + n > end:
                     return None
                 if n == -1:
