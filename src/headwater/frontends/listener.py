@@ -303,27 +303,17 @@ class Listener:
         if self._ssl is not None:
             tls = {"ssl": self._ssl, "ssl_handshake_timeout": self.limits.frame_receive_timeout_s or 60.0}
         if self._framed:
-            loop = asyncio.get_running_loop()
-            limit = self._limit
+            loop, limit = asyncio.get_running_loop(), self._limit
 
-            def factory() -> FrameProtocol:
-                return FrameProtocol(self._on_connect, limit)
-
-            if self._sockets is None:
-                self._server = await loop.create_server(factory, self.host, self.port, reuse_address=True,
-                                                        backlog=1024, **tls)
-            else:
-                servers = [await loop.create_server(factory, sock=s, backlog=1024, **tls) for s in self._sockets]
-                self._server, self._more_servers = servers[0], servers[1:]
-        elif self._sockets is None:
-            self._server = await asyncio.start_server(
-                self._on_connect, self.host, self.port, limit=self._limit, reuse_address=True, backlog=1024, **tls
-            )
+            def serve_on(**where):  # a FrameProtocol per connection (see .frames)
+                return loop.create_server(lambda: FrameProtocol(self._on_connect, limit), backlog=1024, **where, **tls)
         else:
-            servers = [
-                await asyncio.start_server(self._on_connect, sock=s, limit=self._limit, backlog=1024, **tls)
-                for s in self._sockets
-            ]
+            def serve_on(**where):
+                return asyncio.start_server(self._on_connect, limit=self._limit, backlog=1024, **where, **tls)
+        if self._sockets is None:
+            self._server = await serve_on(host=self.host, port=self.port, reuse_address=True)
+        else:
+            servers = [await serve_on(sock=s) for s in self._sockets]
             self._server, self._more_servers = servers[0], servers[1:]
         interval = self.limits.sweep_interval_s()
         if interval:
