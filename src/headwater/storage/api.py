@@ -252,10 +252,12 @@ class MetadataStore(Protocol):
 
     @property
     def torn_bytes(self) -> int:
-        """Bytes of a torn final record cut when the store was opened (0 normally). A torn
+        """Bytes of a torn final record found when the store was opened (0 normally). A torn
         record was never durable, so never acknowledged -- unless the file was damaged
         instead, which cannot be told apart: callers that would delete data on the strength
-        of what the store names should set it aside instead when this is not 0."""
+        of what the store names should set it aside instead when this is not 0. The torn bytes
+        stay in the file until the first put cuts them, so a crash before that put reports
+        them again at the next open."""
 
 
 class StorageEngine(Protocol):

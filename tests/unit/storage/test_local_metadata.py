@@ -84,6 +84,31 @@ def test_torn_last_journal_record_is_ignored_at_every_cut(store_dir):
         assert LocalMetadataStore(store_dir, "c").load()["e"] is True
 
 
+def test_a_torn_record_stays_until_the_first_put_so_a_second_crash_sees_it_again(store_dir):
+    """The torn bytes are not cut at open: the broker sets aside what the catalog no longer
+    names first, and a crash before the next put must leave the same verdict (torn) for the
+    next start, not a whole journal whose leftovers would then be deleted."""
+    store = LocalMetadataStore(store_dir, "c")
+    store.put("a", 1)
+    good_end = os.path.getsize(store.journal_path)
+    store.put("b", "the last record, torn")
+    torn_end = os.path.getsize(store.journal_path) - 3
+    store.close()
+    os.truncate(store.journal_path, torn_end)
+    for _ in range(2):  # open, "crash" (no put), open again: same state, same torn bytes
+        reopened = LocalMetadataStore(store_dir, "c")
+        assert reopened.load() == {"a": 1}
+        assert reopened.torn_bytes == torn_end - good_end
+        assert os.path.getsize(store.journal_path) == torn_end
+        reopened.close()
+    reopened = LocalMetadataStore(store_dir, "c")
+    reopened.put("c", 3)  # cuts the torn bytes, then appends
+    reopened.close()
+    again = LocalMetadataStore(store_dir, "c")
+    assert again.torn_bytes == 0
+    assert again.load() == {"a": 1, "c": 3}
+
+
 def test_last_record_with_bad_crc_counts_as_torn(store_dir):
     store = LocalMetadataStore(store_dir, "c")
     store.put("a", 1)

@@ -213,7 +213,8 @@ class LocalMetadataStore:
         self.journal_path = os.path.join(directory, name + ".journal")
         self.snapshot_path = os.path.join(directory, name + ".snapshot")
         self.torn_bytes = 0
-        """Bytes of a torn final journal record cut at load (0 normally)."""
+        """Bytes of a torn final journal record found at load (0 normally); they stay in the
+        file until the first put cuts them (see :attr:`MetadataStore.torn_bytes`)."""
         os.makedirs(directory, exist_ok=True)
         for leftover in (self.journal_path + ".tmp", self.snapshot_path + ".tmp"):
             if os.path.exists(leftover):
@@ -223,7 +224,7 @@ class LocalMetadataStore:
         self._snapshot_size = 0
         self._fd: int | None = None
         self._journal_size = 0
-        self._tail_dirty = False  # a failed put's bytes may still follow _journal_size
+        self._tail_dirty = False  # a failed put's or a torn record's bytes may follow _journal_size
         self._journal_stale = False  # a compaction's new journal could not be made
         self._load()
 
@@ -241,9 +242,11 @@ class LocalMetadataStore:
             return
         self._fd = os.open(self.journal_path, os.O_RDWR)
         if replayed.journal_end < len(journal):
+            # Left on disk until the first put cuts it (``_tail_dirty``): the caller acts on
+            # ``torn_bytes`` first (the broker sets aside what the catalog no longer names), and a
+            # crash before that put finds the same torn record, and the same verdict, next time.
             self.torn_bytes = len(journal) - replayed.journal_end
-            os.ftruncate(self._fd, replayed.journal_end)
-            os.fsync(self._fd)
+            self._tail_dirty = True
         self._journal_size = replayed.journal_end
 
     def _apply(self, items: dict[str, Any]) -> None:
