@@ -9,12 +9,13 @@ import os
 
 import pytest
 
-from headwater.storage.api import SegmentPolicy
+from headwater.storage.api import SegmentPolicy, StorageWriteError, SyncFailed
 from headwater.storage.local import writebehind
 from headwater.storage.local.flusher import Flusher
 from headwater.storage.local.log import LocalPartitionLog
 from headwater.storage.local.writebehind import CHUNK_BYTES, WriteBehind, cached_bytes
 
+from failing_disk import failing_disk
 from storage_batches import stamped_batch
 
 pytestmark = pytest.mark.skipif(not writebehind.available(), reason="needs Linux sync_file_range")
@@ -156,3 +157,32 @@ def test_a_file_gone_before_its_turn_is_skipped(tmp_path):
 def test_negative_budget_is_refused():
     with pytest.raises(ValueError):
         WriteBehind(-1)
+
+
+
+def test_the_log_still_fences_on_a_writeback_error_write_behind_saw(tmp_path, flusher_with):
+    """A real EIO (ext4 on a loop device that runs out of backing store) that write-behind's
+    waits saw first: the log's own fdatasync still fails and fences it. (By design the
+    worker opens files separately, so its waits cannot consume an error owed to the log's fd;
+    on this failing device the log's sync would also fail on its own writes, so this shows
+    the end result, not that mechanism alone.)"""
+    with failing_disk(tmp_path) as mnt:
+        flusher = flusher_with(1 * MIB)
+        log = LocalPartitionLog.open(str(mnt / "p"), OFF, flusher)
+        try:
+            async def go():
+                for _ in range(16):
+                    try:
+                        log.append(one_mib_batch(log.next_offset))
+                    except StorageWriteError:
+                        break  # the filesystem itself gave up: enough was handed over
+
+            asyncio.run(go())
+            flusher.write_behind.drain()
+            assert flusher.write_behind.errors >= 1  # its waits saw the EIO
+            with pytest.raises(SyncFailed):
+                log.sync()
+            with pytest.raises(SyncFailed):
+                log.append(one_mib_batch(log.next_offset))  # fenced
+        finally:
+            log.close()
