@@ -319,7 +319,8 @@ def open_broker(config: Config, lock: EngineLock, *, fresh: bool = False) -> Bro
     try:
         if fresh:
             lock.empty()
-        engine = open_engine(config.system.data_dir, lock=lock)
+        engine = open_engine(config.system.data_dir, lock=lock,
+                             write_behind_cache_bytes=config.system.write_behind_cache_bytes)
         return Broker(engine, validate_checksum=config.system.validate_checksum,
                       transaction_max_timeout_ms=config.kafka.transaction_max_timeout_ms)
     except (StorageError, OSError) as e:

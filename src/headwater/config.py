@@ -88,6 +88,11 @@ class SystemConfig:
     validate_checksum: bool = True  # re-verify batches read from disk
     retention_interval_s: float = 60.0  # how often the segment cleaner runs
     token_cleaner_interval_s: float = 60.0
+    # bytes of the most recently appended log data (all partitions together) left in the OS page
+    # cache; older appended data is written back (sync_file_range) and dropped from the cache, so a
+    # busy server reuses its cache pages instead of taking new ones. Not a sync: fsync semantics are
+    # unchanged. 0 = off (the kernel alone decides). storage/local/writebehind.py says why.
+    write_behind_cache_bytes: int = 2 << 30
 
 
 @dataclass(frozen=True)

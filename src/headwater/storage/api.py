@@ -336,8 +336,12 @@ def lock_engine(url: str) -> EngineLock:
     raise ValueError(f"unknown storage engine scheme {scheme!r} in {url!r}")
 
 
-def open_engine(url: str, *, lock: EngineLock | None = None) -> StorageEngine:
+def open_engine(url: str, *, lock: EngineLock | None = None, write_behind_cache_bytes: int | None = None) -> StorageEngine:
     """Pick an engine by URL scheme: ``file:///path`` or a bare path -> local disk.
+
+    ``write_behind_cache_bytes``: how much recently appended data the local
+    engine leaves in the OS page cache before writing back and dropping the
+    oldest (``storage.local.writebehind``; 0 = off, None = its default).
 
     The engine takes its data's exclusive lock first (or adopts ``lock`` from
     :func:`lock_engine`) and releases it on ``close()``. Raises ValueError for
@@ -347,5 +351,7 @@ def open_engine(url: str, *, lock: EngineLock | None = None) -> StorageEngine:
     if scheme == "file":
         from .local.engine import LocalEngine
 
-        return LocalEngine(rest, lock=lock)
+        if write_behind_cache_bytes is None:
+            return LocalEngine(rest, lock=lock)
+        return LocalEngine(rest, lock=lock, write_behind_cache_bytes=write_behind_cache_bytes)
     raise ValueError(f"unknown storage engine scheme {scheme!r} in {url!r}")

@@ -35,6 +35,7 @@ from typing import Iterable
 from headwater.storage.api import CorruptSegment, SegmentPolicy, StorageError
 
 from .flusher import Flusher
+from .writebehind import CACHE_BYTES
 from .lock import DataDirLock
 from .log import LocalPartitionLog
 from .metadata import LocalMetadataStore
@@ -69,12 +70,13 @@ class LocalEngine:
     syncs run on ``flusher`` (:mod:`.flusher`; its counters are public).
     """
 
-    def __init__(self, path: str, *, lock: DataDirLock | None = None):
+    def __init__(self, path: str, *, lock: DataDirLock | None = None, write_behind_cache_bytes: int = CACHE_BYTES):
         """Use (creating if needed) the data directory ``path``; empties its trash.
 
         Takes the directory's lock first, or adopts ``lock`` (already held on
         ``path``, e.g. taken before the listeners were bound); the engine owns it
-        from then on and releases it in :meth:`close`. Raises
+        from then on and releases it in :meth:`close`. ``write_behind_cache_bytes``:
+        appended bytes left in the page cache (:mod:`.writebehind`; 0 = off). Raises
         :class:`~.lock.DataDirLocked` when another engine holds the directory.
         """
         self.path = os.path.abspath(path)
@@ -95,7 +97,7 @@ class LocalEngine:
         except BaseException:
             lock.release()
             raise
-        self.flusher = Flusher()
+        self.flusher = Flusher(write_behind_cache_bytes=write_behind_cache_bytes)
 
     def disk_usage(self) -> tuple[int, int] | None:
         """(total_bytes, usable_bytes) of the volume holding the data directory

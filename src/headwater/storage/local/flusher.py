@@ -70,6 +70,8 @@ from typing import Callable
 from headwater import metrics
 from headwater.storage.api import StorageError, SyncFailed
 
+from .writebehind import CACHE_BYTES, WriteBehind
+
 FLUSHER_THREADS = 4
 """Worker threads per engine: how many partitions can be in a sync at the same time."""
 
@@ -107,10 +109,15 @@ class Flusher:
     ``acknowledged`` (waiters completed by a successful round), ``failed``
     (waiters failed by a failed round or a fence), ``sync_seconds`` (time the
     workers spent in rounds, summed).
+
+    ``write_behind`` (:mod:`.writebehind`, ``write_behind_cache_bytes`` bytes of
+    appended data left cached; 0 = off) runs on its own thread: the logs hand it
+    what they append.
     """
 
-    def __init__(self, threads: int = FLUSHER_THREADS):
+    def __init__(self, threads: int = FLUSHER_THREADS, write_behind_cache_bytes: int = CACHE_BYTES):
         self._executor = ThreadPoolExecutor(threads, thread_name_prefix="headwater-fsync")
+        self.write_behind = WriteBehind(write_behind_cache_bytes)
         self.rounds = 0
         self.fdatasync_calls = 0
         self.acknowledged = 0
@@ -127,8 +134,9 @@ class Flusher:
         return loop.run_in_executor(self._executor, fdatasync_all, fds)
 
     def close(self) -> None:
-        """Wait for rounds in flight, then stop the threads."""
+        """Wait for rounds in flight and queued write-behind work, then stop the threads."""
         self._executor.shutdown(wait=True)
+        self.write_behind.close()
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:

@@ -54,6 +54,7 @@ from .flusher import Flusher, GroupCommit, shared_flusher
 from .recovery import RecoveryReport, recover_partition
 from .retention import segments_to_delete
 from .segment import MIN_BATCH_SIZE, Segment, fsync_dir, unpack_header
+from .writebehind import CHUNK_BYTES
 
 OPEN_SEALED_SEGMENTS = 4
 """Sealed segments kept open (fd + index in memory) per partition; older ones reopen on demand."""
@@ -88,8 +89,12 @@ class LocalPartitionLog:
         self._clean_offset = 0  # compaction: where the dirty part starts (the log start after a restart)
         self._tombstone_due_us = 0  # compaction: when a kept tombstone may go (0 = none kept)
         self.compacting = False
+        flusher = flusher or shared_flusher()
+        self._write_behind = flusher.write_behind if flusher.write_behind.enabled else None
+        self._behind_segment: Segment | None = None  # the segment ``_behind_from`` is a position in
+        self._behind_from = 0  # bytes of it before this were handed to write-behind
         self._commit = GroupCommit(
-            flusher or shared_flusher(),
+            flusher,
             directory,
             lambda: self._segments[-1].sync_targets(),
             lambda: self._segments[-1].sync(),
@@ -208,12 +213,23 @@ class LocalPartitionLog:
             ):
                 self._unsynced_messages = self._unsynced_bytes = 0
                 self._commit.request(wait=False)
+        if self._write_behind is not None:
+            self._hand_over(active, CHUNK_BYTES)
         if active.size >= policy.segment_size:
             try:
                 self._rotate()
             except (OSError, StorageError):
                 pass  # the batch is stored; the next append makes the new segment, or fails
         return durable
+
+    def _hand_over(self, segment: Segment, at_least: int) -> None:
+        """Give write-behind (:mod:`.writebehind`) the bytes of ``segment`` appended since
+        the last hand-over, once there are ``at_least`` of them."""
+        if segment is not self._behind_segment or self._behind_from > segment.size:
+            self._behind_segment, self._behind_from = segment, 0  # a new active segment, or cut back
+        if segment.size - self._behind_from >= at_least:
+            self._write_behind.add(segment.log_path, self._behind_from, segment.size)  # type: ignore[union-attr]
+            self._behind_from = segment.size
 
     def _roll_due(self, now_us: int) -> bool:
         """Whether the active segment's first batch is ``segment_roll_us`` old (segment.ms)."""
@@ -270,6 +286,8 @@ class LocalPartitionLog:
         self._sealed_bytes += active.size
         self._unsynced_messages = self._unsynced_bytes = 0
         self._commit.add_sealed(fds, active.log_path)
+        if self._write_behind is not None and active is self._behind_segment:
+            self._hand_over(active, 1)  # the sealed segment's last bytes
         try:
             # the directory entry of the new segment: synced by the same round (a directory
             # fsync waits for the journal, which may be writing the sealed segment's data)
