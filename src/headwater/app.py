@@ -156,7 +156,7 @@ class App:
                 serve = make_kafka_serve(self.broker, k, bound_port)
                 self._kafka = serve.__self__  # its group coordinator, for the console
                 return Listener(b.name, b.host, b.port, serve, limits=kafka_limits(k), sockets=b.sockets, ssl=ctx,
-                                protocol="kafka", transport="kafka-ssl" if ctx else "kafka")
+                                protocol="kafka", transport="kafka-ssl" if ctx else "kafka", framed=True)
             if b.name == "iggy-quic":
                 q = cfg.quic
                 cert, key = tls.cert_pair(q.cert_file, q.key_file, data_dir, "quic.cert_file")

@@ -190,3 +190,41 @@ def test_confluent_kafka_max_in_flight_5_keeps_the_order(topics):
         assert got == [b"m%06d" % i for i in range(total)]
     finally:
         c.close()
+
+
+def test_frames_either_side_of_the_in_place_size_are_stored_exactly(server):
+    """A Produce frame under ``IN_PLACE_MAX`` (2 MiB: received in place) and one over it (read
+    1 MiB at a time), written back to back with a Metadata behind them: answered in order, and a
+    Fetch of every partition gives back exactly the values sent."""
+    import os
+
+    from headwater.codec.kafka.record_batch import RecordBatchView, iter_record_fields, split_batches
+    from test_kafka_wire import FETCH, create_topic, fetch_request, req
+
+    w = KafkaWire(server.kafka_address, timeout=60)
+    try:
+        assert create_topic(w, "frame-sizes", partitions=4).error_code == 0
+        sent = {p: [os.urandom(450_000), os.urandom(450_000)] for p in range(4)}  # under max.message.bytes
+        small = produce_request(9, "frame-sizes", record_batch(sent[0]), partition=0)
+        parts = tuple(req(PRODUCE, 9, "PartitionProduceData", index=p, records=record_batch(sent[p])) for p in (1, 2, 3))
+        big = req(PRODUCE, 9, transactional_id=None, acks=-1, timeout=small.timeout,
+                  topic_data=(req(PRODUCE, 9, "TopicProduceData", name="frame-sizes", partition_data=parts),))
+        frames = [w.frame(PRODUCE, 9, small), w.frame(PRODUCE, 9, big), w.frame(METADATA, 9, metadata_request(9, None))]
+        assert len(frames[0][0]) < 2 << 20 < len(frames[1][0])  # one of each kind (IN_PLACE_MAX)
+        w.send_raw(b"".join(f for f, _ in frames))
+        for (_, correlation), api in zip(frames, (PRODUCE, PRODUCE, METADATA)):
+            got, response = w.read_response(api, 9)
+            assert got == correlation
+            if api == PRODUCE:
+                assert all(p.error_code == 0 for t in response.responses for p in t.partition_responses)
+        for p in range(4):
+            f = w.call(FETCH, 12, fetch_request(12, "frame-sizes", 0, partition=p))
+            blob = f.responses[0].partitions[0].records
+            values = []
+            for b in split_batches(blob):
+                view = RecordBatchView(b)
+                values += [bytes(r.value) for r in iter_record_fields(view.records_section(), view.header().record_count)]
+            assert values == sent[p]
+    finally:
+        w.close()
+    healthy(server)

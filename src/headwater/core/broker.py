@@ -289,6 +289,7 @@ class Broker:
         s = Stream(next_id(self.catalog.streams), name, self.clock())
         self._meta.put(f"stream/{s.id}", s.to_dict())  # durable first: a failed write leaves no stream
         self.catalog.streams[s.id] = s
+        self.catalog.changed()
         return s
 
     def update_stream(self, ident: Ident, name: str) -> Stream:
@@ -298,6 +299,7 @@ class Broker:
             raise errors.StreamNameExists(f"stream {name!r} already exists")
         self._meta.put(f"stream/{s.id}", {**s.to_dict(), "name": name})
         s.name = name
+        self.catalog.changed()
         return s
 
     def delete_stream(self, ident: Ident) -> Stream:
@@ -314,6 +316,7 @@ class Broker:
         for t in s.topics.values():
             self._forget_topic(t)
         del self.catalog.streams[s.id]
+        self.catalog.changed()
         self._delete_files(self.engine.delete_stream, s.id)
         return s
 
@@ -338,6 +341,7 @@ class Broker:
         t = Topic(s.id, next_id(s.topics), name, now, opts)
         self._add_partitions(t, list(range(partitions_count)), now)
         s.topics[t.id] = t
+        self.catalog.changed()
         return t
 
     def _add_partitions(self, t: Topic, pids: list[int], now: int) -> None:
@@ -408,10 +412,12 @@ class Broker:
         if options:
             t.options = self._parse_options(lambda: t.options.apply_update(options))
         t.name = name
+        self.catalog.changed()
         try:
             self._save_topic(t)
         except errors.MetadataNotSaved:
             t.options, t.name = old  # not saved: nothing changes
+            self.catalog.changed()
             raise
         if options:
             self._apply_policy(t)
@@ -436,6 +442,7 @@ class Broker:
         self._meta.put_many(self._topic_records(t))
         self._forget_topic(t)
         del s.topics[t.id]
+        self.catalog.changed()
         self._delete_files(self.engine.delete_topic, s.id, t.id)
 
     def _delete_files(self, delete, *ids: int) -> None:

@@ -110,6 +110,14 @@ class Stream:
 @dataclass
 class Catalog:
     streams: dict[int, Stream] = field(default_factory=dict)
+    generation: int = 0
+    """Bumped by :meth:`changed` whenever a stream or topic is added, removed or renamed: caches
+    keyed by names (the Kafka front-end's :class:`~headwater.frontends.kafka.names.Names`) are
+    valid while it stays the same."""
+
+    def changed(self) -> None:
+        """A stream or topic was added, removed or renamed (the broker calls this after each)."""
+        self.generation += 1
 
     def stream(self, ident: int | str) -> Stream:
         if isinstance(ident, int):

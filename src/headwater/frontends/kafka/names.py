@@ -59,6 +59,8 @@ class Names:
     def __init__(self, broker: Broker, kafka_stream: str):
         self.broker = broker
         self.kafka_stream = kafka_stream
+        self._found: dict[str, Topic] = {}  # names resolve() found, valid for one catalog generation
+        self._generation = -1
 
     def stream(self) -> Stream | None:
         try:
@@ -67,9 +69,26 @@ class Names:
             return None
 
     def resolve(self, name: str | None) -> Topic | None:
-        """The topic a Kafka name denotes, or None."""
+        """The topic a Kafka name denotes, or None.
+
+        A dict lookup on the hot path (every Produce and Fetch names its topics): the topics
+        found are kept until the catalog's ``generation`` moves (a stream or topic added,
+        removed or renamed, through either protocol), then looked up afresh by the rules
+        above. Names that resolve to nothing are not kept (a client can ask for any)."""
         if not name:
             return None
+        catalog = self.broker.catalog
+        if catalog.generation != self._generation:
+            self._found.clear()
+            self._generation = catalog.generation
+        t = self._found.get(name)
+        if t is None:
+            t = self._lookup(name)
+            if t is not None:
+                self._found[name] = t
+        return t
+
+    def _lookup(self, name: str) -> Topic | None:
         own = self.stream()
         if own is not None:
             for t in own.topics.values():

@@ -107,6 +107,28 @@ class _Input:
         return self.ahead
 
 
+IN_PLACE_MAX = 2 << 20
+"""Request frames up to this many bytes are received in place by the listener's FrameReader (which
+allocates the whole frame when its size arrives: one kernel copy, no staging); larger ones are read
+1 MiB at a time and joined, so a connection's memory grows with the bytes that came, as with
+asyncio's StreamReader (2 x its 1 MiB limit), not with the size a peer claims (up to
+``max_request_size``, 100 MiB by default, before any authentication unless it is required)."""
+_CHUNK = 1 << 20
+
+
+async def _read_frame_bytes(reader, size: int) -> bytes:
+    """``size`` bytes as ``bytes``; raises IncompleteReadError when the peer closes first."""
+    if size <= _CHUNK:
+        return await reader.readexactly(size)
+    parts = []
+    left = size
+    while left:
+        part = await reader.readexactly(min(left, _CHUNK))
+        parts.append(part)
+        left -= len(part)
+    return b"".join(parts)
+
+
 class KafkaFrontend:
     """State shared by every Kafka connection: the broker, the config, name resolution, the groups."""
 
@@ -153,6 +175,7 @@ class KafkaFrontend:
         pipeline: _Pipeline,
     ) -> None:
         reader = source.reader
+        read_frame = getattr(reader, "read_frame", None)  # a FrameReader: a frame received in place
         while not conn.closing.is_set():
             head = await source.next_size(conn)
             (size,) = SIZE.unpack(head)
@@ -164,7 +187,8 @@ class KafkaFrontend:
             if size < (0 if raw else 8) or size > limit:
                 log.info("request size refused", extra={"kv": {"peer": conn.peer, "size": size, "max": limit}})
                 return
-            frame = await reader.readexactly(size)
+            frame = await (read_frame(size) if read_frame is not None and not raw and size <= IN_PLACE_MAX
+                           else _read_frame_bytes(reader, size))
             conn.handling()
             if pipeline.failed():
                 return  # a request answered ahead closed the connection (logged there)
@@ -210,7 +234,7 @@ class KafkaFrontend:
             raise Close(f"SASL authentication failed: {e}") from e
         return [SIZE.pack(len(reply)), reply]
 
-    def _decode(self, frame: bytes, session: Session) -> _Request:
+    def _decode(self, frame: bytes | bytearray, session: Session) -> _Request:
         """Check and decode one request frame (no handler runs yet). Raises Close."""
         try:
             api_key, version, correlation_id = peek_header(frame)
@@ -232,6 +256,8 @@ class KafkaFrontend:
             header, pos = decode_request_header(frame, flexible)
             # Produce, the hot path, is read straight from the frame when it can be (records not copied)
             body = parse_produce_request(frame, pos, version) if api_key == ApiKey.PRODUCE else None
+            if body is None and type(frame) is bytearray:
+                frame = bytes(frame)  # (a FrameReader's frame) every other request is decoded from bytes, as before
             if body is None and schema:
                 body = messages.decode(messages.request_class(api_key, version), frame, pos)
             elif body is None:

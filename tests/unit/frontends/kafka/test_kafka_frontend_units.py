@@ -6,6 +6,8 @@ import inspect
 import struct
 
 import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 from headwater.core import errors as core_errors
 from headwater.core import producers
@@ -189,5 +191,48 @@ def test_compaction_and_kafka_only_configs(tmp_path):
         assert d["cleanup.policy"].value == "delete" and d["segment.ms"].value == str(2**63 - 1)
         assert d["compression.type"].value == "producer" and configs.fetch_compression(broker, t) == 0
         assert not t.options.compact
+    finally:
+        broker.close()
+
+
+_NAME_PARTS = ("kafka", "a", "b", "a.b", "c")
+_OPS = st.lists(st.tuples(st.sampled_from(("stream+", "stream-", "stream=", "topic+", "topic-", "topic=")),
+                          st.sampled_from(_NAME_PARTS), st.sampled_from(_NAME_PARTS),
+                          st.sampled_from(_NAME_PARTS)), max_size=25)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=_OPS)
+@example(ops=[("stream+", "a", "a", "a"), ("topic+", "a", "b", "a"), ("stream+", "kafka", "a", "a"),
+              ("topic+", "kafka", "a.b", "a"), ("topic=", "kafka", "a.b", "c"), ("stream=", "a", "a", "c"),
+              ("stream+", "a", "a", "a"), ("topic+", "a", "c", "a"), ("topic-", "kafka", "c", "a"),
+              ("stream-", "c", "a", "a"), ("topic=", "a", "c", "a.b")])
+def test_names_resolve_kept_topics_follow_every_catalog_change(tmp_path_factory, ops):
+    """resolve() keeps what it found between catalog changes: after any sequence of stream and topic
+    creations, deletions and renames (through the broker, as either protocol makes them) it answers
+    what the rules, walked afresh, answer, for every name (shadowing included: a Kafka-stream topic
+    "a.b" created after "a.b" resolved to the Iggy topic b of stream a)."""
+    broker = Broker(open_engine(str(tmp_path_factory.mktemp("names"))))
+    try:
+        names = Names(broker, "kafka")
+        candidates = ["a.b", "b.a", "a.a.b", "c", "a.c", "b.b", "b.a.b", "kafka.a", "c.a", "c.b", "c.c"]
+        for kind, x, y, z in ops:
+            try:
+                if kind == "stream+":
+                    broker.create_stream(x)
+                elif kind == "stream-":
+                    broker.delete_stream(x)
+                elif kind == "stream=":
+                    broker.update_stream(x, z)
+                elif kind == "topic+":
+                    broker.create_topic(x, y, 1, {})
+                elif kind == "topic-":
+                    broker.delete_topic(x, y)
+                else:
+                    broker.update_topic(x, y, z, {})
+            except core_errors.BrokerError:
+                pass
+            for n in candidates:
+                assert names.resolve(n) is names._lookup(n), (kind, x, y, z, n)
     finally:
         broker.close()
