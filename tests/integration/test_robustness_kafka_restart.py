@@ -72,17 +72,20 @@ def test_sigkill_during_an_idempotent_produce_loop(fresh_server):
     assert len(acked) > 1000
 
     consumer = KafkaConsumer(bootstrap_servers=fresh_server.kafka_address, enable_auto_commit=False,
-                             consumer_timeout_ms=5000, max_partition_fetch_bytes=4 << 20)
+                             max_partition_fetch_bytes=4 << 20)
     stored: dict[tuple[int, int], tuple] = {}
     try:
         tps = [TopicPartition(TOPIC, p) for p in range(PARTITIONS)]
         consumer.assign(tps)
         consumer.seek_to_beginning(*tps)
         ends = consumer.end_offsets(tps)
-        for m in consumer:
-            stored[(m.partition, m.offset)] = (m.key, m.value, m.headers)
-            if len(stored) >= len(acked) and all(k in stored for k in acked):
-                break
+        # read until every partition's position reaches its end offset (not until an idle gap,
+        # which a loaded machine can stretch past any fixed wait); the deadline only bounds a hang
+        deadline = time.monotonic() + 120
+        while any(consumer.position(tp) < ends[tp] for tp in tps) and time.monotonic() < deadline:
+            for records in consumer.poll(timeout_ms=500).values():
+                for m in records:
+                    stored[(m.partition, m.offset)] = (m.key, m.value, m.headers)
     finally:
         consumer.close()
 
