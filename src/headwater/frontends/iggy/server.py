@@ -61,6 +61,7 @@ _POLL_CODE = int(Command.POLL_MESSAGES)
 _POLL_TIMED = metrics.request_histogram("iggy", "tcp", metrics.FETCH)
 _TIMED = {_SEND_CODE: _SEND_TIMED, _POLL_CODE: _POLL_TIMED}
 _CODE = struct.Struct("<I")  # the request header's command code at framing.CODE_OFFSET
+_READ_AHEAD = 512  # body bytes a header's receive may stage (see IggyFrontend.serve)
 
 
 def _client_of(head: bytes) -> int:
@@ -108,10 +109,14 @@ class IggyFrontend:
 
         conn.on_idle = evict_stale
         read_frame = getattr(reader, "read_frame", None)  # a FrameReader (framed listener)
+        # a FrameReader's header receive may bring a small body along (a poll's, ~40 bytes):
+        # its read then needs no second wake-up and receive (a SendMessages body is received in
+        # place after the few bytes staged with its header)
+        ahead = _READ_AHEAD if read_frame is not None else 0
         try:
             while not conn.closing.is_set():
                 try:
-                    head = await conn.receive(reader, _HEADER)
+                    head = await conn.receive(reader, _HEADER, ahead)
                 except asyncio.CancelledError:
                     return  # shutdown while idle between requests: nothing is lost, just close
                 refusal = session.check_head(head)

@@ -137,7 +137,8 @@ def poll_batches(ctx: Context, consumer, stream_id, topic_id, partition_id: int 
     # so a huge ``count`` cannot make the server build an unbounded reply in memory.
     # Kafka transactions: nothing past the last stable offset, no marker, no aborted batch
     # (see docs/kafka-mapping.md, "Transactions"); the auto-commit skips what was hidden.
-    batches, n, next_offset = ctx.broker.read_visible(p, start, count, ctx.frontend.config.max_frame_size)
+    batches, n, next_offset = ctx.broker.read_visible(p, start, count, ctx.frontend.config.max_frame_size,
+                                                      resume=auto_commit)
     current = max(p.high_watermark - 1, 0)
     if auto_commit and n:
         ctx.broker.commit(p, kind, name, next_offset)
