@@ -158,6 +158,28 @@ def test_poll_strategies_count_and_message_fields(via):
     run(go())
 
 
+@TCP_ONLY
+def test_polls_of_whole_and_cut_batches_of_1000_carry_every_message(via):
+    """The poll the throughput benchmark makes (count 1000 by offset, no commit: the server's
+    fast path, each reply one stored batch of 1000 as read) and polls that cut those batches,
+    one after another on one connection: every offset once, every payload intact."""
+    async def go():
+        c = await login(via)
+        await c.create_stream("bulk")
+        await c.create_topic("bulk", "t", 1)
+        for b in range(3):
+            await c.send_messages("bulk", "t", 0, [ig.SendMessage(b"%d:" % (b * 1000 + i) + bytes(100)) for i in range(1000)])
+        for starts, count in ((range(0, 3000, 1000), 1000), (range(500, 3000, 700), 700)):
+            for start in starts:
+                got = await poll(c, "bulk", "t", 0, ig.PollingStrategy.Offset(start), count=count,
+                                 consumer=ig.Consumer.Single(1))
+                want = list(range(start, min(start + count, 3000)))
+                assert [m.offset() for m in got] == want
+                assert [m.payload() for m in got] == [b"%d:" % o + bytes(100) for o in want]
+
+    run(go())
+
+
 # --------------------------------------------------------------------------- consumer offsets
 
 

@@ -1062,18 +1062,22 @@ class Broker:
         """The first offset of the oldest open transaction on ``p``, else its high watermark."""
         return self.transactions.last_stable_offset((p.stream_id, p.topic_id, p.id), p.high_watermark)
 
-    def read_visible(self, p: Partition, start_offset: int, count: int, max_bytes: int = 1 << 62):
+    def read_visible(self, p: Partition, start_offset: int, count: int, max_bytes: int = 1 << 62, *,
+                     resume: bool = True):
         """:meth:`Partition.read` for consumers that must not see transaction internals
         (Iggy polls): stops at the last stable offset and skips markers and aborted
         batches (whole stored batches). Returns ``(batches, messages, next_offset)``,
-        ``next_offset`` being where the next read should start. Raises CorruptData
-        when the partition is fenced (also when it holds an open transaction)."""
+        ``next_offset`` being where the next read should start (when ``resume`` is false it
+        may be None instead: a reader that will not commit need not have it worked out).
+        Raises CorruptData when the partition is fenced (also when it holds an open
+        transaction)."""
         p.require_readable()
         pt = self.transactions.peek((p.stream_id, p.topic_id, p.id))
         pos = max(start_offset, p.log_start_offset)
         if pt is None:
             batches, n = p.read(pos, count, max_bytes)
-            return batches, n, p.next_offset_after(batches, pos)  # gaps compaction left included
+            # (the offset after the last frame: gaps compaction left included)
+            return batches, n, p.next_offset_after(batches, pos) if resume else None
         lso = pt.last_stable_offset(p.high_watermark)
         out: list = []
         n = size = 0

@@ -11,7 +11,8 @@ Other reads (a header, a size prefix) are received into a small staging buffer.
 
 Reads (one at a time per connection, like ``StreamReader``):
 
-- :meth:`FrameReader.read` ``(n)``: 1..n bytes as ``bytes``; ``b""`` at end of stream.
+- :meth:`FrameReader.read` ``(n[, ahead])``: 1..n bytes as ``bytes``; ``b""`` at end of stream
+  (``ahead``: the receive may stage that many bytes more, for the next read).
 - :meth:`FrameReader.readexactly` ``(n)``: exactly n bytes as ``bytes``.
 - :meth:`FrameReader.read_frame` ``(n)``: exactly n bytes in a new ``bytearray`` the
   caller owns (writable: the Iggy send path stamps offsets into it in place).
@@ -199,15 +200,17 @@ class FrameReader:
             self._view = memoryview(self._buf)
             self._start = self._end = 0
 
-    async def read(self, n: int) -> bytes:
-        """Up to ``n`` bytes (at least one), ``b""`` at the end of the stream."""
+    async def read(self, n: int, ahead: int = 0) -> bytes:
+        """Up to ``n`` bytes (at least one), ``b""`` at the end of the stream. ``ahead``: when it
+        has to wait, let the receive take up to ``ahead`` bytes more, staged for the next read
+        (a header read that may bring a small body with it, so the body read need not wait)."""
         if n <= 0:
             return b""
         if self._start == self._end:
             if self._exc is not None:
                 raise self._exc
             if not self._eof:
-                await self._wait(1, n)
+                await self._wait(1, n + ahead)
             if self._start == self._end:
                 if self._exc is not None:
                     raise self._exc

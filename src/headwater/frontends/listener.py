@@ -128,13 +128,14 @@ class Connection:
         Produce answered ahead drains in a task of its own)."""
         return SENDING if self._draining and self.phase != CLOSING else self.phase
 
-    async def receive(self, reader: asyncio.StreamReader | FrameReader, n: int) -> bytes:
+    async def receive(self, reader: asyncio.StreamReader | FrameReader, n: int, ahead: int = 0) -> bytes:
         """The first ``n`` bytes of the next frame: IDLE until one arrives, then RECEIVING.
+        ``ahead`` (a :class:`FrameReader` only): the bytes after them the receive may stage.
 
         Raises IncompleteReadError when the peer closes first."""
         self.phase = IDLE
         self.since = _now()
-        chunk = await reader.read(n)
+        chunk = await (reader.read(n, ahead) if ahead else reader.read(n))
         self.phase = RECEIVING
         self.since = _now()
         if len(chunk) == n:

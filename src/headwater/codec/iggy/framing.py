@@ -96,6 +96,7 @@ __all__ = [
     "reply_header_for",
     "encode_reply",
     "encode_reply_to_head",
+    "reply_header_to_head",
     "decode_reply_header",
     "encode_eviction",
     "decode_eviction",
@@ -470,13 +471,22 @@ def encode_reply_to_head(
     """
     if status and body:
         raise ValueError("a reply with a nonzero status must have an empty body")
+    header = reply_header_to_head(head, len(body), status, op=op)
+    return header + body if body else header
+
+
+def reply_header_to_head(head: bytes | bytearray | memoryview, body_length: int, status: int = 0, *, op: int = 0) -> bytes:
+    """The 256-byte reply header of :func:`encode_reply_to_head` for a body of ``body_length``
+    bytes sent separately (``transport.writelines([header, *buffers])``): the same bytes as
+    ``reply_header_for(decode_request_header(head), body_length, status=status, op=op)``.
+    Does not check ``body_length`` against ``status`` (the caller's job)."""
     view, release, replica = _VIEW_RELEASE.unpack_from(head, 52)
     buf = bytearray(HEADER_SIZE)
     buf[32:48] = head[32:48]
     _REPLY_ECHO.pack_into(
         buf,
         SIZE_OFFSET,
-        HEADER_SIZE + len(body),
+        HEADER_SIZE + body_length,
         view,
         release,
         HeaderCommand.REPLY,
@@ -489,7 +499,7 @@ def encode_reply_to_head(
         *_ECHO_TAIL.unpack_from(head, 160),  # timestamp, request, operation
         status,
     )
-    return bytes(buf) + body if body else bytes(buf)
+    return bytes(buf)
 
 
 def decode_reply_header(data: bytes | bytearray | memoryview) -> ReplyHeader:

@@ -23,7 +23,7 @@ from ...codec.errors import CodecError
 from ...codec.iggy import framing, version
 from ...codec.iggy.codes import COMMAND_TO_OPERATION, Command, HeaderCommand, Operation
 from ...codec.iggy.commands import COMMANDS
-from ...codec.iggy.commands.messages import send_messages_fields
+from ...codec.iggy.commands.messages import poll_messages_fields, send_messages_fields
 from ...codec.iggy.errors import InvalidOperation
 from ...config import TcpConfig
 from ...core import errors as core_errors
@@ -33,7 +33,7 @@ from ..frames import FrameReader
 from ..listener import Connection, Limits
 from . import handlers  # noqa: F401  (registers every handler)
 from .errors import code_for
-from .handlers.messages import send_batch
+from .handlers.messages import poll_batches, send_batch
 from .registry import HANDLERS, Context
 from .session import Action, ClientTable, Event, State, Verdict, classify, step
 
@@ -56,10 +56,12 @@ _SEND_MESSAGES_OPERATION = int(COMMAND_TO_OPERATION[Command.SEND_MESSAGES])  # (
 _SEND_CODE = int(Command.SEND_MESSAGES)
 _SEND_PREFIX = framing.result_prefix(_SEND_MESSAGES_OPERATION)  # (b"": SendMessages is not result-framed)
 _SEND_TIMED = metrics.request_histogram("iggy", "tcp", metrics.PRODUCE)
-_TIMED = {
-    _SEND_CODE: _SEND_TIMED,
-    int(Command.POLL_MESSAGES): metrics.request_histogram("iggy", "tcp", metrics.FETCH),
-}
+_READ_OPERATION = int(Operation.NON_REPLICATED)  # reads carry their command code at 196
+_POLL_CODE = int(Command.POLL_MESSAGES)
+_POLL_TIMED = metrics.request_histogram("iggy", "tcp", metrics.FETCH)
+_TIMED = {_SEND_CODE: _SEND_TIMED, _POLL_CODE: _POLL_TIMED}
+_CODE = struct.Struct("<I")  # the request header's command code at framing.CODE_OFFSET
+_READ_AHEAD = 512  # body bytes a header's receive may stage (see IggyFrontend.serve)
 
 
 def _client_of(head: bytes) -> int:
@@ -85,9 +87,11 @@ class IggyFrontend:
         self.data_dir = data_dir
         # transport -> bound port, for GET_CLUSTER_METADATA (the app fills it once its listeners listen)
         self.node_ports: dict[str, int] = {}
-        # SendMessages of a logged-in session skips the generic decode (see _send_ready);
-        # False sends every request the full way (the tests compare the two)
+        # SendMessages and PollMessages of a logged-in session skip the generic decode (see
+        # _send_ready, _poll_ready); False sends every such request the full way (the tests
+        # compare the two)
         self.send_fast_path = True
+        self.poll_fast_path = True
 
     def session(self, peer: str, transport: str) -> "IggySession":
         """A new connection's session (``transport``: "tcp", "quic" or "websocket"; TLS is
@@ -105,10 +109,14 @@ class IggyFrontend:
 
         conn.on_idle = evict_stale
         read_frame = getattr(reader, "read_frame", None)  # a FrameReader (framed listener)
+        # a FrameReader's header receive may bring a small body along (a poll's, ~40 bytes):
+        # its read then needs no second wake-up and receive (a SendMessages body is received in
+        # place after the few bytes staged with its header)
+        ahead = _READ_AHEAD if read_frame is not None else 0
         try:
             while not conn.closing.is_set():
                 try:
-                    head = await conn.receive(reader, _HEADER)
+                    head = await conn.receive(reader, _HEADER, ahead)
                 except asyncio.CancelledError:
                     return  # shutdown while idle between requests: nothing is lost, just close
                 refusal = session.check_head(head)
@@ -140,10 +148,16 @@ class IggyFrontend:
         return framing.encode_eviction(client, outcome.reason, *window)
 
     async def _handle(self, ctx: Context, cs: "_ConnState", head: bytes, body: bytes):
-        if head[_OPERATION_OFFSET] == _SEND_MESSAGES_OPERATION and self.send_fast_path and self._send_ready(ctx, cs, head):
-            fields = send_messages_fields(body)
+        operation = head[_OPERATION_OFFSET]
+        if operation == _SEND_MESSAGES_OPERATION:
+            if self.send_fast_path and self._send_ready(ctx, cs, head):
+                fields = send_messages_fields(body)
+                if fields is not None:
+                    return await self._send(ctx, cs, head, fields)
+        elif operation == _READ_OPERATION and self.poll_fast_path and self._poll_ready(ctx, cs, head):
+            fields = poll_messages_fields(body)
             if fields is not None:
-                return await self._send(ctx, cs, head, fields)
+                return self._poll(ctx, cs, head, fields)
         try:
             header = framing.decode_request_header(head)
         except InvalidOperation as e:
@@ -256,23 +270,55 @@ class IggyFrontend:
         log.error("handler failed", exc_info=e, extra={"kv": {"code": code}})
         return 1
 
-    # ------------------------------------------------------------------ SendMessages fast path
-    def _send_ready(self, ctx: Context, cs: "_ConnState", head: bytes) -> bool:
-        """Whether ``head`` is a well-formed SendMessages header that the full path would serve
-        as a WRITE (authenticated connection, its own client id and current session epoch, the
-        user unchanged and active). Checked on every request, from live state: a fence, a
-        logout, a deleted/deactivated user or new permissions send the request the full way."""
+    # ------------------------------------------------------------------ SendMessages, PollMessages fast paths
+    def _session_live(self, ctx: Context, cs: "_ConnState", head: bytes) -> bool:
+        """Whether ``head`` is a well-formed request header on an authenticated connection whose
+        session the full path would serve: its epoch still the client id's current one (not
+        fenced), its user unchanged and active. Checked on every request, from live state: a
+        fence, a logout, a deleted/deactivated user or new permissions send the request the
+        full way (which evicts, denies or picks up the new permissions)."""
         if cs.state is not State.AUTHENTICATED or len(head) != _HEADER:
             return False
         if head[framing.COMMAND_OFFSET] != HeaderCommand.REQUEST or _SIZE.unpack_from(head, framing.SIZE_OFFSET)[0] < _HEADER:
             return False
         epoch = cs.epoch
-        if epoch is None or _SESSION.unpack_from(head, 184)[0] != epoch or _client_of(head) != cs.client:
-            return False
-        if self.clients.epoch(cs.client) != epoch:
+        if epoch is None or self.clients.epoch(cs.client) != epoch:
             return False
         user = ctx.user
         return user is not None and user.status == USER_ACTIVE and self.broker.users.users.get(user.id) is user
+
+    def _send_ready(self, ctx: Context, cs: "_ConnState", head: bytes) -> bool:
+        """Whether ``head`` is a SendMessages header that the full path would serve as a WRITE:
+        :meth:`_session_live`, and the header carries this connection's client id and session."""
+        return (
+            _SESSION.unpack_from(head, 184)[0] == cs.epoch
+            and _client_of(head) == cs.client
+            and self._session_live(ctx, cs, head)
+        )
+
+    def _poll_ready(self, ctx: Context, cs: "_ConnState", head: bytes) -> bool:
+        """Whether ``head`` (a NonReplicated operation) is a PollMessages header that the full
+        path would serve as a READ: the command code is 100 and :meth:`_session_live` (reads
+        are sessionless in Iggy: the header's client id and session are not checked)."""
+        return _CODE.unpack_from(head, framing.CODE_OFFSET)[0] == _POLL_CODE and self._session_live(ctx, cs, head)
+
+    def _poll(self, ctx: Context, cs: "_ConnState", head: bytes, fields) -> bytes | list:
+        """Serve a PollMessages that :meth:`_poll_ready` passed and whose body
+        ``poll_messages_fields`` read: the same reply bytes, status and metrics as the full
+        path (the reply header, the 16-byte prefix, the stored batches as they were read)."""
+        op = cs.epoch or 0
+        ctx.header = None  # (the full path's decoded header: not built here, no handler reads it)
+        t0 = time.perf_counter()
+        try:
+            payload = poll_batches(ctx, *fields)
+        except Exception as e:
+            _POLL_TIMED.observe(time.perf_counter() - t0)
+            return framing.encode_reply_to_head(head, b"", self._refusal(_POLL_CODE, e), op=op)
+        _POLL_TIMED.observe(time.perf_counter() - t0)
+        length = 0
+        for b in payload:
+            length += len(b)
+        return [framing.reply_header_to_head(head, length, op=op), *payload]
 
     async def _send(self, ctx: Context, cs: "_ConnState", head: bytes, fields) -> bytes:
         """Serve a SendMessages that :meth:`_send_ready` passed and whose body

@@ -343,3 +343,33 @@ REPLIES = [
     ),
     ("login_reply", login_replies, V.encode_login_reply, V.decode_login_reply),
 ]
+
+
+def fast_read_against_decode(fast_read, decode, body):
+    """For the fast-path readers (``send_messages_fields``, ``poll_messages_fields``): ``(fast,
+    full)`` of ``body`` when ``decode`` accepts it, after checking the fast read did not decline;
+    ``(None, None)`` when ``decode`` refuses it, after checking the fast read declined too."""
+    from headwater.codec.errors import CodecError
+
+    fast = fast_read(body)
+    try:
+        full = decode(body)
+    except CodecError:
+        assert fast is None  # whatever the full decoder refuses, the fast read declines
+        return None, None
+    assert fast is not None  # the fast read declines only what the full decoder refuses
+    return fast, full
+
+
+@st.composite
+def mutated(draw, bodies: st.SearchStrategy, within: int | None = None, pad: int = 0) -> bytes:
+    """A body drawn from ``bodies`` with up to 3 bytes changed (among its first ``within``
+    bytes; anywhere when None), then maybe cut short or padded with up to ``pad`` zero bytes."""
+    body = bytearray(draw(bodies))
+    reach = len(body) if within is None else min(len(body), within)
+    for _ in range(draw(st.integers(0, 3)) if reach else 0):
+        body[draw(st.integers(0, reach - 1))] = draw(st.integers(0, 255))
+    cut = draw(st.one_of(st.none(), st.integers(0, len(body) + pad)))
+    if cut is None:
+        return bytes(body)
+    return bytes(body[:cut]) + bytes(max(0, cut - len(body)))

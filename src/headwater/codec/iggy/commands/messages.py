@@ -82,6 +82,7 @@ __all__ = [
     "encode_send_messages_reply",
     "encode_send_confirmation",
     "send_messages_fields",
+    "poll_messages_fields",
     "decode_send_messages_reply",
 ]
 
@@ -192,6 +193,23 @@ def _identifier_at(body: Buffer, at: int, size: int) -> tuple[int | str, int] | 
     return None
 
 
+def _identifiers(body: Buffer, at: int, n: int) -> tuple[list[int | str], int] | None:
+    """``n`` Identifiers back to back from ``at``, and the position after them; None where
+    :func:`~..primitives.decode_identifier` would raise on one, or ``body`` is a memoryview
+    of another format than unsigned bytes."""
+    if isinstance(body, memoryview) and (body.format != "B" or body.ndim != 1):
+        return None
+    size = len(body)
+    out = []
+    for _ in range(n):
+        got = _identifier_at(body, at, size)
+        if got is None:
+            return None
+        out.append(got[0])
+        at = got[1]
+    return out, at
+
+
 def send_messages_fields(body: Buffer) -> tuple[int | str, int | str, str, int | bytes | None, memoryview] | None:
     """The SendMessages fast read: ``(stream_id, topic_id, route, value, batch)`` without
     building request objects. ``route``/``value`` are what
@@ -202,19 +220,12 @@ def send_messages_fields(body: Buffer) -> tuple[int | str, int | str, str, int |
     None when :func:`decode_send_messages` would raise (call it then for the error); never
     raises. For every body both accept they give the same fields.
     """
-    if isinstance(body, memoryview) and (body.format != "B" or body.ndim != 1):
+    ids = _identifiers(body, 4, 2)
+    if ids is None:
         return None
+    (stream_id, topic_id), at = ids
     size = len(body)
-    if size < 4:
-        return None
     metadata_length = _U32.unpack_from(body, 0)[0]
-    stream = _identifier_at(body, 4, size)
-    if stream is None:
-        return None
-    topic = _identifier_at(body, stream[1], size)
-    if topic is None:
-        return None
-    at = topic[1]
     if at + 2 > size:
         return None
     kind = body[at]
@@ -237,7 +248,34 @@ def send_messages_fields(body: Buffer) -> tuple[int | str, int | str, str, int |
     if messages_count == 0 or messages_count != _U32.unpack_from(body, batch_start + _BATCH_COUNT_OFFSET)[0]:
         return None
     view = body if isinstance(body, memoryview) else memoryview(body)
-    return stream[0], topic[0], route, value, view[batch_start:]
+    return stream_id, topic_id, route, value, view[batch_start:]
+
+
+_POLL_TAIL = struct.Struct("<BIBQIB")  # partition flag, partition_id, strategy kind, value, count, auto_commit
+_CONSUMER_KINDS = {int(k): k for k in ConsumerKind}
+
+
+def poll_messages_fields(body: Buffer) -> tuple[Consumer, int | str, int | str, int | None, int, int, int, bool] | None:
+    """The PollMessages fast read: ``(consumer, stream_id, topic_id, partition_id,
+    strategy_kind, strategy_value, count, auto_commit)`` without the generic decode
+    (``strategy_kind`` the int 1..5 of :class:`PollingKind`; ``partition_id`` None when the
+    flag is 0).
+
+    None when :func:`decode_poll_messages` would raise (call it then for the error); never
+    raises. For every body both accept they give the same fields.
+    """
+    ids = _identifiers(body, 1, 3)  # the consumer's id, stream_id, topic_id
+    if ids is None:
+        return None
+    (consumer_id, stream_id, topic_id), at = ids
+    kind = _CONSUMER_KINDS.get(body[0])
+    if kind is None or len(body) - at != _POLL_TAIL.size:
+        return None
+    flag, partition_id, strategy, value, count, auto_commit = _POLL_TAIL.unpack_from(body, at)
+    if flag > 1 or not 1 <= strategy <= 5:
+        return None
+    return (Consumer(kind, consumer_id), stream_id, topic_id, partition_id if flag else None, strategy, value,
+            count, auto_commit != 0)
 
 
 def encode_send_messages(value: SendMessages) -> bytes:

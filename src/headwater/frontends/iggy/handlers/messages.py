@@ -98,26 +98,38 @@ def _poll_partition(ctx: Context, t: Topic, consumer, partition_id: int | None) 
 
 @iggy_command(Command.POLL_MESSAGES)
 def poll_messages(ctx: Context, req: w.PollMessages) -> list:
-    t = ctx.broker.topic(req.stream_id, req.topic_id)
+    s = req.strategy
+    return poll_batches(ctx, req.consumer, req.stream_id, req.topic_id, req.partition_id, s.kind, s.value, req.count,
+                        req.auto_commit)
+
+
+def poll_batches(ctx: Context, consumer, stream_id, topic_id, partition_id: int | None, strategy: int, value: int,
+                 count: int, auto_commit: bool) -> list:
+    """PollMessages once decoded (the fields of ``w.poll_messages_fields``): resolve the
+    topic, check the poll right, pick the partition, read from where ``strategy``/``value``
+    say (:class:`PollingKind`), commit when ``auto_commit``. Returns the reply payload as
+    buffers: the 16-byte prefix, then the stored batches (views, never copied). Raises what
+    the broker raises (TopicNotFound, Unauthorized, PartitionNotFound, ConsumerGroupNotFound,
+    CorruptData, ...)."""
+    t = ctx.broker.topic(stream_id, topic_id)
     require(may_poll(ctx, t), "poll messages")
-    kind, name = consumer_key(t, req.consumer)
+    kind, name = consumer_key(t, consumer)
     try:
-        p = _poll_partition(ctx, t, req.consumer, req.partition_id)
+        p = _poll_partition(ctx, t, consumer, partition_id)
     except errors.ConsumerGroupPartitionNotOwned:
         # Iggy answers a stale assignment with an empty poll whose partition id is
         # u32::MAX: the SDK then re-syncs its assignment and polls again.
         return [w.encode_poll_prefix(w.RESYNC_REQUIRED_PARTITION_ID, 0, 0)]
     if p is None:  # a group member with no partitions assigned
         return [w.encode_poll_prefix(0, 0, 0)]
-    strategy = req.strategy.kind
     if strategy == PollingKind.OFFSET:
-        start = req.strategy.value
+        start = value
     elif strategy == PollingKind.TIMESTAMP:
-        start = p.offset_for_timestamp(req.strategy.value)
+        start = p.offset_for_timestamp(value)
     elif strategy == PollingKind.FIRST:
         start = p.log_start_offset
     elif strategy == PollingKind.LAST:
-        start = max(p.high_watermark - req.count, p.log_start_offset)
+        start = max(p.high_watermark - count, p.log_start_offset)
     else:  # NEXT
         committed = ctx.broker.committed(p, kind, name)
         start = p.log_start_offset if committed is None else committed
@@ -125,9 +137,10 @@ def poll_messages(ctx: Context, req: w.PollMessages) -> list:
     # so a huge ``count`` cannot make the server build an unbounded reply in memory.
     # Kafka transactions: nothing past the last stable offset, no marker, no aborted batch
     # (see docs/kafka-mapping.md, "Transactions"); the auto-commit skips what was hidden.
-    batches, n, next_offset = ctx.broker.read_visible(p, start, req.count, ctx.frontend.config.max_frame_size)
+    batches, n, next_offset = ctx.broker.read_visible(p, start, count, ctx.frontend.config.max_frame_size,
+                                                      resume=auto_commit)
     current = max(p.high_watermark - 1, 0)
-    if req.auto_commit and n:
+    if auto_commit and n:
         ctx.broker.commit(p, kind, name, next_offset)
     return [w.encode_poll_prefix(p.id, current, n), *batches]
 
