@@ -4,6 +4,7 @@ name of its own, so it never collides with another folder's ``conftest``)."""
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -13,10 +14,36 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 
+_random = random.SystemRandom()  # not the `random` module's state, which hypothesis seeds per test
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999  # Linux's default
+
+
 def free_port(kind: str = "tcp") -> int:
-    with socket.socket(type=socket.SOCK_DGRAM if kind == "udp" else socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port free on 127.0.0.1 now, chosen at random below the kernel's ephemeral range.
+
+    A port the kernel hands out for ``bind(0)`` comes from the ephemeral range, where every
+    outgoing connection on the machine (any test's client, under pytest-xdist another
+    worker's) also takes its local port: in the moments between this check and the server's
+    own bind, such a connection could take it ("Address already in use"). Below that range
+    only another explicit bind can, and a random pick makes two pickers meeting unlikely."""
+    sock_type = socket.SOCK_DGRAM if kind == "udp" else socket.SOCK_STREAM
+    low = _ephemeral_range()[0]
+    for _ in range(200):
+        port = _random.randrange(10000, low) if low > 11000 else 0
+        with socket.socket(type=sock_type) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return s.getsockname()[1]
+    raise RuntimeError("no free port found below the ephemeral range")
 
 
 @dataclass
