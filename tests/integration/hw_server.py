@@ -124,6 +124,9 @@ class ServerProcess:
                 return self
             except OSError:
                 time.sleep(0.05)
+        self.proc.kill()  # not left running (its ports and CPU) after the test that failed on it
+        self.proc.wait()
+        self.proc = None
         raise RuntimeError(f"server did not start:\n{self.log()}")
 
     def log(self) -> str:
