@@ -4,6 +4,7 @@ name of its own, so it never collides with another folder's ``conftest``)."""
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -13,10 +14,48 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 
+_random = random.SystemRandom()  # not the `random` module's state, which hypothesis seeds per test
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999  # Linux's default
+
+
 def free_port(kind: str = "tcp") -> int:
-    with socket.socket(type=socket.SOCK_DGRAM if kind == "udp" else socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port free on 127.0.0.1 now, chosen at random below the kernel's ephemeral range.
+
+    A port the kernel hands out for ``bind(0)`` comes from the ephemeral range, where every
+    outgoing connection on the machine (any test's client, under pytest-xdist another
+    worker's) also takes its local port: in the moments between this check and the server's
+    own bind, such a connection could take it ("Address already in use"). Below that range
+    only another explicit bind can, and a random pick makes two pickers meeting unlikely."""
+    sock_type = socket.SOCK_DGRAM if kind == "udp" else socket.SOCK_STREAM
+    low = _ephemeral_range()[0]
+    for _ in range(200):
+        port = _random.randrange(10000, low) if low > 11000 else 0
+        with socket.socket(type=sock_type) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return s.getsockname()[1]
+    raise RuntimeError("no free port found below the ephemeral range")
+
+
+_STARTED = "headwater started"  # app.serve's line once it serves and handles SIGTERM/SIGINT
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` (``/proc/PID/stat`` fields 14 and 15); 0 when gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 @dataclass
@@ -44,6 +83,7 @@ class ServerProcess:
     def start(self, *extra_args: str, env: dict | None = None) -> "ServerProcess":
         assert self.proc is None
         self.log_path = self.data_dir.parent / f"server-{self.tcp_port}.log"
+        starts_before = self.log().count(_STARTED)
         # HEADWATER_NO_EXTENSIONS passes through: `HEADWATER_NO_EXTENSIONS=1 pytest` runs the
         # servers on the pure-Python hot loops too
         full_env = {
@@ -67,17 +107,26 @@ class ServerProcess:
             stderr=subprocess.STDOUT,
             env=full_env,
         )
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
+        # Ready (its "headwater started" line, logged once SIGTERM/SIGINT stop it cleanly, and
+        # both ports accept) or exited ends the wait. The bound is on the server's own CPU
+        # time, not on the clock: on a loaded machine (pytest-xdist workers, other suites) a
+        # start still importing after 20 s of wall time is slow, not broken; one that has burnt
+        # 20 s of CPU without listening is. A server blocked for ever is pytest-timeout's.
+        while _cpu_seconds(self.proc.pid) < 20:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"server exited with {self.proc.returncode}:\n{self.log()}")
             try:  # both listeners: a test may talk Kafka first
+                if self.log().count(_STARTED) == starts_before:
+                    raise OSError("not started yet")
                 for port in (self.tcp_port, self.kafka_port):
                     with socket.create_connection(("127.0.0.1", port), timeout=0.2):
                         pass
                 return self
             except OSError:
                 time.sleep(0.05)
+        self.proc.kill()  # not left running (its ports and CPU) after the test that failed on it
+        self.proc.wait()
+        self.proc = None
         raise RuntimeError(f"server did not start:\n{self.log()}")
 
     def log(self) -> str:

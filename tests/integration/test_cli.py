@@ -273,13 +273,21 @@ def test_poll_shows_the_kafka_key_and_headers_of_a_kafka_record(hw, server):
     assert 'key="order-17"' in hw("message", "poll", stream, "t").stdout
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_poll_follow_streams_new_messages_until_interrupted(hw, server, tmp_path):
     stream = _topic(hw)
     hw("message", "send", stream, "t", "-p", 0, "first")
     env = {k: v for k, v in os.environ.items() if not k.startswith("HEADWATER_")}
     env.update({k: v for k, v in hw.env.items() if v is not None})
+    # SIGINT at its default disposition in the child, as for a command typed at a terminal: a pytest
+    # started in the background by a non-interactive shell (`pytest &` in a script) ignores SIGINT,
+    # the child would inherit the ignore across exec, and Ctrl-C (the signal below) would never stop it
     proc = subprocess.Popen([sys.executable, "-m", "headwater", "-o", "json", "message", "poll", stream, "t",
-                             "--follow"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+                             "--follow"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                            preexec_fn=_default_sigint)
     try:
         assert json.loads(proc.stdout.readline())["payload"] == "first"
         hw("message", "send", stream, "t", "-p", 0, "second", "third")
