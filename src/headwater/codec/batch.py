@@ -906,7 +906,8 @@ def last_offset(batch: bytes | bytearray | memoryview) -> int:
     frame's ``offset_delta`` (which equals ``message_count - 1`` unless compaction
     removed frames, see :func:`select_frames`). Raises like :func:`frame_positions`.
     Walks the frames without a list of their positions (a poll asks this of
-    every reply's last batch)."""
+    every reply's last batch). A batch of no frames (``message_count`` 0) has no last
+    frame: :class:`InvalidMessagesCount` (4009) once its frames check out."""
     mv = _byte_view(batch)
     h = read_header(mv)
     count = h.message_count
@@ -916,6 +917,8 @@ def last_offset(batch: bytes | bytearray | memoryview) -> int:
         if spanned is not None:
             return h.base_offset + _U32.unpack_from(mv, spanned[0] + 24)[0]
     positions = frame_positions(mv)  # raises the walk's precise error
+    if not count:
+        raise InvalidMessagesCount("message_count is 0: the batch has no last frame", offset=MESSAGE_COUNT_OFFSET)
     return h.base_offset + _U32.unpack_from(mv, positions[-2] + 24)[0]
 
 

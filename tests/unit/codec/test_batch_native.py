@@ -276,6 +276,8 @@ def positions_last_offset(batch) -> int:
     """The specification of ``last_offset``: base_offset + the offset_delta of the frame
     that ``frame_positions`` says starts last."""
     positions = B.frame_positions(batch)
+    if len(positions) < 2:  # message_count 0 (the walk checked out): no last frame
+        raise B.InvalidMessagesCount("message_count is 0: the batch has no last frame", offset=48)
     return B.read_header(batch).base_offset + struct.unpack_from("<I", batch, positions[-2] + 24)[0]
 
 
@@ -362,3 +364,16 @@ def test_every_truncation_gives_identical_outcomes(cut):
     for fn, args in ((B.verify_batch, ()), (B.frame_checksums, ()), (B.slice_batch, (1, 3)), (B.last_offset, ())):
         python, compiled = both(fn, raw, *args)
         assert python == compiled, fn.__name__
+
+
+def test_last_offset_of_a_batch_of_no_frames_is_invalid_messages_count():
+    """A 256-byte batch whose message_count is 0 has no last frame: the codec's 4009 under both
+    implementations (recovery and the segment checker ask last_offset of batches from disk)."""
+    raw = bytearray(B.build_batch([B.Message(b"x")])[:256])
+    struct.pack_into("<Q", raw, 32, 256)
+    struct.pack_into("<I", raw, 48, 0)
+    for name in ("python", "compiled"):
+        with using(name):
+            with pytest.raises(B.InvalidMessagesCount) as info:
+                B.last_offset(bytes(raw))
+            assert info.value.code == 4009 and info.value.offset == 48, name
