@@ -121,6 +121,61 @@ def test_periodic_sync_without_enforce_fsync_runs_off_the_loop_and_is_not_awaite
     assert flusher.rounds >= 1 and flusher.fdatasync_calls >= 1
 
 
+async def _until_returned(log: LocalPartitionLog) -> None:
+    """Until the round in flight (if any) has returned in its worker, settled or not."""
+    commit = log._commit
+    for _ in range(30_000):
+        if not commit.round_in_flight or commit._round_done:
+            return
+        await asyncio.sleep(0.001)
+    raise AssertionError("a round never returned")
+
+
+def test_a_periodic_round_nobody_waits_for_returns_without_waking_the_loop(make_log, flusher):
+    log = make_log(SegmentPolicy(messages_required_to_save=3, size_of_messages_required_to_save=1 << 30))
+
+    async def go():
+        assert append_one(log) is None  # 3 messages: a periodic round, no waiter
+        await asyncio.sleep(0)  # it starts
+        await _until_returned(log)
+        await asyncio.sleep(0.01)  # a wake-up, had there been one, would have settled it by now
+        assert log._commit.round_in_flight and flusher.rounds == 0  # returned, not settled: no call back
+        assert log.pending_sync() is None  # settled here: nothing left to sync
+        assert not log._commit.round_in_flight and flusher.rounds == 1
+        assert append_one(log) is None  # the next periodic round starts as usual
+        await log.pending_sync()
+
+    asyncio.run(go())
+    assert flusher.rounds == 2 and flusher.fdatasync_calls == 2
+
+
+def test_a_sync_asked_for_while_a_silent_round_runs_gets_its_own_round(make_log, flusher):
+    """Appends asking for periodic syncs at every chance, some while a round runs, some
+    after it returned unsettled: every ask ends in a round that started after it."""
+    log = make_log(SegmentPolicy(messages_required_to_save=3, size_of_messages_required_to_save=1 << 30))
+
+    async def go():
+        for i in range(200):
+            assert append_one(log) is None
+            if i % 3 == 0:
+                await asyncio.sleep(0)
+            elif i % 3 == 1:
+                await asyncio.sleep(0)
+                await _until_returned(log)  # the next ask finds a returned, unsettled round
+        commit = log._commit
+        for _ in range(30_000):  # the last ask's round starts without another request (a lost
+            if not commit._wanted and not commit._scheduled:  # wake-up would leave it asked forever)
+                break
+            await asyncio.sleep(0.001)
+        assert not commit._wanted and not commit._waiters and not commit._scheduled
+        barrier = log.pending_sync()
+        if barrier is not None:
+            await barrier
+
+    asyncio.run(go())
+    assert flusher.fdatasync_calls == flusher.rounds >= 2
+
+
 def test_without_a_running_loop_the_sync_is_inline(make_log, flusher):
     log = make_log()
     assert append_one(log) is None
@@ -389,9 +444,8 @@ def test_sync_and_close_also_sync_a_sealed_segment_whose_round_has_not_run(make_
         with pytest.raises(SyncFailed):
             append_one(log)
         assert log._commit.sealed_pending == 0
-        in_flight = log._commit._round
-        if in_flight is not None:
-            await asyncio.wait([in_flight])  # let it return: its success proves nothing now
+        while log._commit.round_in_flight:  # let it return (it held sealed fds: it wakes the loop)
+            await asyncio.sleep(0.001)  # its success proves nothing now
         with pytest.raises(SyncFailed):
             log.pending_sync()
 

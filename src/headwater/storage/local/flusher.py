@@ -24,6 +24,15 @@ worker thread (``os.fdatasync`` releases the GIL) and are shared:
   syncs inline, as before.
 * After the round of a waiter returned, a front-end may acknowledge it; a
   waiter whose client went away (cancelled future) is skipped.
+* Waking the loop: the worker that ran a round calls the loop back
+  (``call_soon_threadsafe``) only when the loop has something to do: the round
+  had waiters or sealed segments, it failed, or a waiter or another periodic
+  sync was asked for while it ran. A periodic round nobody waits for (the
+  default policy's every-1024-messages sync) returns silently; the loop settles
+  it (its bookkeeping) when the log next asks for a sync, waits on a barrier or
+  closes. Both sides use the same two flags in opposite order (the loop sets
+  "asked" then reads "done"; the worker sets "done" then reads "asked"; the GIL
+  orders them), so a request made while the round ran always gets its round.
 
 The dup'd fds keep the file open for the worker even if the log rotates,
 truncates or closes the segment meanwhile: a sync never hits a closed or
@@ -55,8 +64,9 @@ reopens the log; recovery then verifies what reached the disk and cuts a
 torn tail. Reads keep being served (batches are re-verified when the policy
 says ``validate_checksum``).
 
-Thread use: all bookkeeping runs on the event loop thread; the worker only
-calls ``os.fdatasync`` and ``os.close`` on its own fds.
+Thread use: all bookkeeping of a log runs on the event loop thread; the worker
+calls ``os.fdatasync`` and ``os.close`` on its own fds, stores the round's result
+and reads the log's "asked" flags to decide whether to wake the loop.
 """
 
 from __future__ import annotations
@@ -103,8 +113,9 @@ def fdatasync_all(fds: list[int]) -> tuple[int, OSError | None, float]:
 class Flusher:
     """The worker threads that run sync rounds, shared by an engine's partition logs.
 
-    Counters (read on the loop thread; tests and benchmarks use them):
-    ``rounds`` (sync rounds finished, failed ones included), ``fdatasync_calls``
+    Counters (read on the loop thread; tests and benchmarks use them; a round is
+    counted when the loop settles it): ``rounds`` (sync rounds finished, failed ones
+    included), ``fdatasync_calls``
     (``os.fdatasync`` calls made by rounds; inline syncs are not counted),
     ``acknowledged`` (waiters completed by a successful round), ``failed``
     (waiters failed by a failed round or a fence), ``sync_seconds`` (time the
@@ -129,9 +140,9 @@ class Flusher:
         return {"rounds": self.rounds, "fdatasync_calls": self.fdatasync_calls, "acknowledged": self.acknowledged,
                 "failed": self.failed, "sync_seconds": round(self.sync_seconds, 3)}
 
-    def submit(self, loop: asyncio.AbstractEventLoop, fds: list[int]) -> asyncio.Future:
-        """Run :func:`fdatasync_all` over ``fds`` (which it closes) in a worker thread."""
-        return loop.run_in_executor(self._executor, fdatasync_all, fds)
+    def submit(self, job: Callable[[], None]) -> None:
+        """Run ``job`` in a worker thread (RuntimeError once closed)."""
+        self._executor.submit(job)
 
     def close(self) -> None:
         """Wait for rounds in flight and queued write-behind work, then stop the threads."""
@@ -157,7 +168,7 @@ class GroupCommit:
 
     __slots__ = (
         "flusher", "where", "_targets", "_sync_inline", "_waiters", "_wanted", "_scheduled", "_round",
-        "_failure", "_closed", "_sealed",
+        "_failure", "_closed", "_sealed", "_round_done", "_round_result", "_round_waiters", "_round_sealed",
     )
 
     def __init__(self, flusher: Flusher, where: str, targets: Callable[[], list[int]], sync_inline: Callable[[], None]):
@@ -168,7 +179,11 @@ class GroupCommit:
         self._waiters: list[asyncio.Future] = []
         self._wanted = False  # a round without waiters was asked for (periodic sync)
         self._scheduled = False  # a round start is queued with call_soon
-        self._round: asyncio.Future | None = None
+        self._round = False  # a round is in flight or returned and not yet settled
+        self._round_done = False  # its worker returned (set by the worker)
+        self._round_result: tuple[int, OSError | None, float] = (0, None, 0.0)  # set by the worker
+        self._round_waiters: list[asyncio.Future] = []  # the round's waiters and sealed fds
+        self._round_sealed: list[tuple[int, str]] = []
         self._failure: str | None = None  # why the log is fenced
         self._closed = False
         # sealed, not yet synced: (fd we own, path for errors); tuples compared by identity
@@ -219,6 +234,11 @@ class GroupCommit:
             self._drop_sealed(list(self._sealed))
 
     @property
+    def round_in_flight(self) -> bool:
+        """A round was started and the loop has not settled it yet."""
+        return self._round
+
+    @property
     def sealed_pending(self) -> int:
         """How many sealed-segment files (.log / .index) still wait for their sync."""
         return len(self._sealed)
@@ -252,7 +272,8 @@ class GroupCommit:
             self._waiters.append(fut)
         else:
             self._wanted = True
-        if self._round is None and not self._scheduled:
+        # "asked" is set above, "done" read here: see the module docstring
+        if (not self._round or self._round_done) and not self._scheduled:
             self._scheduled = True
             loop.call_soon(self._start, loop)
         return fut
@@ -260,8 +281,9 @@ class GroupCommit:
     def barrier(self) -> asyncio.Future | None:
         """A future completing once everything written so far is synced, or None when
         nothing is waiting for a sync (or no event loop runs). Raises SyncFailed when fenced."""
+        self._settle()
         self.check()
-        if self._round is None and not self._waiters and not self._scheduled and not self._sealed:
+        if not self._round and not self._waiters and not self._scheduled and not self._sealed:
             return None
         return self.request(wait=True)
 
@@ -283,8 +305,12 @@ class GroupCommit:
     # -- rounds ------------------------------------------------------------------
 
     def _start(self, loop: asyncio.AbstractEventLoop) -> None:
+        """On the loop: settle a round whose worker returned, then start the next one if
+        anything asked for it. Runs from ``call_soon`` and from the worker's wake-up;
+        calling it again is harmless."""
         self._scheduled = False
-        if self._round is not None:
+        self._settle()
+        if self._round:
             return
         if self._closed or self._failure is not None:
             return  # close() / fence() settled the waiters
@@ -298,29 +324,43 @@ class GroupCommit:
             for fd, _ in sealed:
                 fds.append(os.dup(fd))
             fds += self._targets()
-            self._round = self.flusher.submit(loop, fds)
+            self._round_waiters, self._round_sealed = waiters, sealed
+            self._round_done, self._round = False, True
+            self.flusher.submit(lambda: self._run(loop, fds, bool(waiters or sealed)))
         except (OSError, RuntimeError) as exc:  # no fd left to dup, or the flusher was shut down:
             for fd in fds:  # these waiters cannot be made durable
                 os.close(fd)
+            self._round, self._round_waiters, self._round_sealed = False, [], []
             self._waiters = waiters + self._waiters
             self.fence(exc)
-            return
-        self._round.add_done_callback(lambda done: self._finished(loop, waiters, sealed, done))
 
-    def _finished(
-        self,
-        loop: asyncio.AbstractEventLoop,
-        waiters: list[asyncio.Future],
-        sealed: list[tuple[int, str]],
-        done: asyncio.Future,
-    ) -> None:
-        self._round = None
+    def _run(self, loop: asyncio.AbstractEventLoop, fds: list[int], wake: bool) -> None:
+        """The round, in a worker: fdatasync ``fds`` (closing them), store the result,
+        mark it done, and wake the loop when it has something to do (``wake``: the
+        round had waiters or sealed segments)."""
+        try:
+            result = fdatasync_all(fds)
+        except BaseException as exc:  # not an fdatasync error: the round proves nothing
+            result = (0, OSError(str(exc)), 0.0)
+        error = result[1]
+        self._round_result = result
+        self._round_done = True
+        # "done" is set above, "asked" read here: see the module docstring
+        if wake or error is not None or self._waiters or self._wanted:
+            try:
+                loop.call_soon_threadsafe(self._start, loop)
+            except RuntimeError:  # the loop is closed: nobody is left to tell
+                pass
+
+    def _settle(self) -> None:
+        """On the loop: the bookkeeping of a round whose worker returned (none otherwise):
+        fence on failure, else close its sealed fds and complete its waiters."""
+        if not self._round or not self._round_done:
+            return
+        waiters, sealed, (calls, error, seconds) = self._round_waiters, self._round_sealed, self._round_result
+        self._round, self._round_waiters, self._round_sealed = False, [], []
         flusher = self.flusher
         flusher.rounds += 1
-        try:
-            calls, error, seconds = done.result()
-        except BaseException as exc:  # the executor itself failed (shut down)
-            calls, error, seconds = 0, OSError(str(exc)), 0.0
         flusher.fdatasync_calls += calls
         flusher.sync_seconds += seconds
         if calls:
@@ -336,10 +376,6 @@ class GroupCommit:
             if not fut.done():  # a cancelled waiter (its client left) is skipped
                 fut.set_result(None)
                 flusher.acknowledged += 1
-        if self._closed:
-            return
-        if self._waiters or self._wanted or self._sealed:
-            self._start(loop)
 
     def close(self, synced: bool) -> None:
         """The log closed after a final inline sync (``synced``: it succeeded). Waiters not
@@ -348,7 +384,7 @@ class GroupCommit:
         self._closed = True
         self._drop_sealed(list(self._sealed))  # empty after a good final sync
         waiters, self._waiters = self._waiters, []
-        if synced and self._round is None and self._failure is None:
+        if synced and not self._round and self._failure is None:
             for fut in waiters:
                 if not fut.done():
                     fut.set_result(None)
