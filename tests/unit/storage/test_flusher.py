@@ -176,6 +176,26 @@ def test_a_sync_asked_for_while_a_silent_round_runs_gets_its_own_round(make_log,
     assert flusher.fdatasync_calls == flusher.rounds >= 2
 
 
+def test_close_right_after_a_silent_round_acknowledges_the_waiters_its_final_sync_covered(make_log, flusher):
+    """A periodic round returned silently (unsettled); the topic then turns enforce_fsync on, an
+    append waits for a sync, and the log closes before the loop ran again: the final inline
+    sync covers that append, so its waiter succeeds (the returned round is not one in flight)."""
+    log = make_log(SegmentPolicy(messages_required_to_save=3, size_of_messages_required_to_save=1 << 30))
+
+    async def go():
+        assert append_one(log) is None  # a periodic round, nobody waits
+        await asyncio.sleep(0)
+        await _until_returned(log)
+        assert log._commit.round_in_flight  # returned, not settled
+        log.set_policy(FSYNC)
+        waiter = append_one(log)
+        assert waiter is not None
+        log.close()  # before the loop runs the scheduled round start
+        await waiter  # raises SyncFailed("closed before a sync covered this write") if failed
+
+    asyncio.run(go())
+
+
 def test_without_a_running_loop_the_sync_is_inline(make_log, flusher):
     log = make_log()
     assert append_one(log) is None

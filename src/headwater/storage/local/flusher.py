@@ -381,6 +381,7 @@ class GroupCommit:
         """The log closed after a final inline sync (``synced``: it succeeded). Waiters not
         in a round in flight complete when it did and no round is in flight (a round
         in flight might be the one that consumes a sync error); otherwise they fail."""
+        self._settle()  # a round that returned unsettled (a silent periodic one) is not in flight
         self._closed = True
         self._drop_sealed(list(self._sealed))  # empty after a good final sync
         waiters, self._waiters = self._waiters, []
