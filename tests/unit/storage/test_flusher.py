@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 
 import pytest
 
 from headwater.storage.api import SegmentPolicy, StorageError, SyncFailed
-from headwater.storage.local.flusher import Flusher
+from headwater.storage.local.flusher import FLUSHER_THREADS, Flusher
 from headwater.storage.local.log import LocalPartitionLog
 
 from failing_disk import failing_disk
@@ -235,11 +236,16 @@ def test_reads_while_a_sync_is_in_flight(make_log, flusher):
 def test_close_with_a_round_in_flight(make_log, flusher, tmp_path):
     log = make_log()
 
+    gate = threading.Event()
+    for _ in range(FLUSHER_THREADS):  # every worker busy: round 1 stays in flight until the gate opens
+        flusher.submit(gate.wait)
+
     async def go():
         first = append_one(log)
         await asyncio.sleep(0)  # round 1 in flight with ``first``
         second = append_one(log)  # queued for round 2
         log.close()
+        gate.set()
         await first  # its round returned successfully
         with pytest.raises(StorageError):
             await second  # closed before a sync covered it (and a round in flight may hold an error)
