@@ -354,7 +354,9 @@ def test_http_address_taken_is_one_line(tmp_path):
         p = subprocess.run(
             [sys.executable, "-m", "headwater", "serve", "--data-dir", str(data),
              "--tcp-address", f"127.0.0.1:{free_port()}", "--kafka-address", f"127.0.0.1:{free_port()}",
-             "--http-address", f"127.0.0.1:{port}"],
+             "--http-address", f"127.0.0.1:{port}",
+             # port 0: QUIC and WebSocket never meet another server on Iggy's default ports
+             "--quic-address", "127.0.0.1:0", "--websocket-address", "127.0.0.1:0"],
             capture_output=True, text=True, timeout=60,
             env={k: v for k, v in os.environ.items() if not k.startswith("HEADWATER_")},
         )
