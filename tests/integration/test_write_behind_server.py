@@ -8,9 +8,11 @@ import asyncio
 import glob
 import os
 import time
+import urllib.request
 
 import apache_iggy as ig
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from headwater.storage.local import writebehind
 from headwater.storage.local.writebehind import CHUNK_BYTES, cached_bytes
@@ -66,6 +68,18 @@ def test_fsync_off_topic_keeps_the_budget_cached_and_polls_back_whole(fresh_serv
         assert cached <= bound, f"{cached} bytes of {written} still cached"
         got = await consume(c, total)  # read back from the disk
         assert got == payloads * (total // len(payloads))
+        # /metrics shows the worker's work, once (one engine, one write-behind worker)
+        with urllib.request.urlopen(f"http://127.0.0.1:{fresh_server.http_port}/metrics", timeout=10) as r:
+            text = r.read().decode()
+        families = {f.name: f for f in text_string_to_metric_families(text)}
+        assert text.count("# TYPE headwater_write_behind_bytes_total counter") == 1
+        stages = {s.labels["stage"]: s.value for s in families["headwater_write_behind_bytes"].samples
+                  if s.name == "headwater_write_behind_bytes_total"}
+        assert stages["started"] >= written - BUDGET - CHUNK_BYTES, stages
+        assert stages["dropped"] >= written - bound - CHUNK_BYTES, stages
+        (held,) = families["headwater_write_behind_cached_bytes"].samples
+        assert held.value <= BUDGET + CHUNK_BYTES
+        assert [s.value for s in families["headwater_write_behind_errors"].samples if s.name.endswith("_total")] == [0]
 
     asyncio.run(main())
     assert fresh_server.stop() == 0, fresh_server.log()

@@ -54,6 +54,12 @@ import os
 import sys
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
+from typing import Iterator
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.metrics_core import Metric
+
+from headwater import metrics
 
 CHUNK_BYTES = 4 << 20
 """A log hands its appended bytes over in ranges of at least this many bytes."""
@@ -140,6 +146,26 @@ class WriteBehind:
         self.dropped = 0
         self.skipped = 0
         self.errors = 0
+        # /metrics (read at scrape time, on another thread: plain int reads)
+        self._source = metrics.add_source(self._families) if self.enabled else None
+
+    def _families(self) -> Iterator[Metric]:
+        """The worker's counters as metric families (``/metrics``): bytes whose writeback was
+        started and bytes dropped from the page cache (``headwater_write_behind_bytes_total``,
+        label ``stage``), bytes handed over and still cached
+        (``headwater_write_behind_cached_bytes``) and failed calls
+        (``headwater_write_behind_errors_total``)."""
+        done = CounterMetricFamily("headwater_write_behind_bytes", "Appended log bytes by write-behind stage: "
+                                   "writeback started, or dropped from the page cache", labels=("stage",))
+        done.add_metric(("started",), self.started)
+        done.add_metric(("dropped",), self.dropped)
+        yield done
+        yield GaugeMetricFamily("headwater_write_behind_cached_bytes", "Appended log bytes handed to write-behind "
+                                "and not dropped yet (at most about [system] write_behind_cache_bytes)",
+                                value=self._held)
+        yield CounterMetricFamily("headwater_write_behind_errors", "Write-behind calls that failed "
+                                  "(sync_file_range or posix_fadvise; hints only: the log's fdatasync still "
+                                  "reports write errors)", value=self.errors)
 
     def stats(self) -> dict[str, int]:
         return {"started": self.started, "dropped": self.dropped, "held": self._held,
@@ -162,6 +188,9 @@ class WriteBehind:
 
     def close(self) -> None:
         """Finish the queued work, then stop the worker (ranges still cached stay cached)."""
+        if self._source is not None:
+            metrics.remove_source(self._source)
+            self._source = None
         if self._executor is not None:
             self._executor.shutdown(wait=True)
 
