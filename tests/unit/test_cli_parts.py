@@ -118,3 +118,14 @@ def test_every_text_is_an_id_in_range_a_name_that_fits_or_a_usage_error(text):
         assert 0 <= value < 2**32 and value == int(text) and text.isascii()
     else:
         assert 1 <= len(value.encode("utf-8")) <= 255
+
+
+def test_a_failed_start_names_a_default_by_its_key_and_the_flag_that_changes_it():
+    """A default nobody gave (e.g. QUIC's 8080 held by another program) has no flag or variable
+    to quote: the line names the config key and the flag to change it; anything given is named
+    as it was given."""
+    from headwater.cli.main import _named
+
+    assert _named("quic.address", {}) == "quic.address (the default; --quic-address changes it)"
+    assert _named("quic.address", {"quic.address": "HEADWATER_QUIC_ADDRESS"}) == "HEADWATER_QUIC_ADDRESS"
+    assert _named("http.tls_cert_file", {}) == "http.tls_cert_file"  # no flag for it

@@ -65,6 +65,16 @@ _FLAGS = {
 }
 
 
+def _named(option: str, sources: dict[str, str]) -> str:
+    """How a failed start names ``option``: as it was given (flag, variable, file), or, for a
+    default nobody gave (e.g. a default port another program holds), its key and the flag
+    that changes it."""
+    if option in sources:
+        return sources[option]
+    flag = _FLAGS.get(option)
+    return f"{option} (the default; {flag} changes it)" if flag else option
+
+
 def _cannot_start(option: str, problem: str, code: int) -> NoReturn:
     """The one line a failed start prints (stderr), then exit with ``code``."""
     click.echo(f"headwater: cannot start: {option}: {problem}", err=True)
@@ -104,7 +114,7 @@ def serve(config_path, data_dir, tcp_address, kafka_address, http_address, quic_
     try:
         app.run(cfg, fresh=fresh, default_root=with_default_root_credentials, sources=sources)
     except app.StartupError as e:
-        _cannot_start(sources.get(e.option, e.option), e.problem, 2 if e.bad_value else 1)
+        _cannot_start(_named(e.option, sources), e.problem, 2 if e.bad_value else 1)
     except (OSError, StorageError) as e:
         # a storage failure after start-up began (the message names the file):
         # refusing to start is right, a traceback is not
