@@ -129,12 +129,14 @@ class Broker:
                     f"{', ...' if len(found) > 3 else ''}): the metadata store was lost? Restore the "
                     "data directory's metadata/ or remove its streams/; refusing to start"
                 )
-        if self._meta.torn_bytes:
-            # the catalog lost its last record: a torn write (never acknowledged) or damage to the
-            # file (which may have named these): keep what it no longer names for an operator
+        if self._meta.torn_bytes or self._meta.damage:
+            # the catalog lost its last record (a torn write, never acknowledged, or damage to the
+            # file) or its journal is damaged: what it no longer names may hold acknowledged
+            # messages: keep it for an operator
+            why = self._meta.damage or "its journal ended in a torn record"
             for path in self.engine.retain(named, set_aside=True):
                 log.error(
-                    "set aside files the catalog does not name: its journal ended in a torn record",
+                    "set aside files the catalog does not name: " + why,
                     extra={"kv": {"path": path, "torn_bytes": self._meta.torn_bytes}},
                 )
         else:

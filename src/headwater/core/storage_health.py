@@ -114,6 +114,10 @@ class GuardedStore:
     def torn_bytes(self) -> int:
         return self.store.torn_bytes
 
+    @property
+    def damage(self) -> str | None:
+        return self.store.damage
+
     def put(self, key: str, value: Any | None) -> None:
         self.put_many({key: value})
 

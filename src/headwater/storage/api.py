@@ -259,6 +259,14 @@ class MetadataStore(Protocol):
         stay in the file until the first put cuts them, so a crash before that put reports
         them again at the next open."""
 
+    @property
+    def damage(self) -> str | None:
+        """Why records stored after the last snapshot may have been lost when the store was
+        opened (a journal missing, emptied, or of an older generation holding records the
+        snapshot lacks), else None. Such a store loads what the snapshot holds; callers treat
+        it as :attr:`torn_bytes`: set aside, never delete, on the strength of what it names.
+        The damaged file stays until the first put, so a crash before it reports it again."""
+
 
 class StorageEngine(Protocol):
     """An engine: partition logs addressed by 0-based (stream, topic, partition) ids,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import struct
 
 import pytest
 
@@ -190,3 +191,57 @@ def test_closed_store_refuses_puts(store_dir):
     store.close()
     with pytest.raises(StorageError):
         store.put("a", 1)
+
+
+def test_a_compaction_that_crashed_before_its_new_journal_loads_clean(store_dir):
+    """Snapshot of generation N+1 beside the journal of generation N it was folded from (the
+    crash between the two renames): the journal's records are all in the snapshot, no damage."""
+    store = LocalMetadataStore(store_dir, "c")
+    store.put("a", 1)
+    store.put_many({"b": 2, "a": None})
+    with open(store.journal_path, "rb") as f:
+        old_journal = f.read()
+    store.compact()
+    store.close()
+    with open(store.journal_path, "wb") as f:
+        f.write(old_journal)
+    reopened = LocalMetadataStore(store_dir, "c")
+    assert reopened.load() == {"b": 2}
+    assert reopened.damage is None and reopened.torn_bytes == 0
+    reopened.close()
+
+
+@pytest.mark.parametrize("how", ["missing", "empty", "headless", "older_generation_with_more"])
+def test_a_damaged_journal_beside_a_snapshot_is_reported_and_left_until_the_first_put(store_dir, how):
+    store = LocalMetadataStore(store_dir, "c")
+    store.put("a", 1)
+    store.compact()
+    store.put("b", 2)  # only in the journal
+    store.close()
+    path = store.journal_path
+    with open(path, "rb") as f:
+        data = bytearray(f.read())
+    if how == "missing":
+        os.unlink(path)
+    elif how == "empty":
+        open(path, "wb").close()
+    elif how == "headless":
+        with open(path, "wb") as f:
+            f.write(data[:8])
+    else:
+        struct.pack_into("<Q", data, 8, struct.unpack_from("<Q", data, 8)[0] - 1)
+        with open(path, "wb") as f:
+            f.write(data)
+    before = open(path, "rb").read() if os.path.exists(path) else None
+    for _ in range(2):  # open, "crash" (no put), open again: the same verdict
+        reopened = LocalMetadataStore(store_dir, "c")
+        assert reopened.load() == {"a": 1}  # what the snapshot holds
+        assert reopened.damage is not None and path in reopened.damage
+        reopened.close()
+        assert (open(path, "rb").read() if os.path.exists(path) else None) == before
+    reopened = LocalMetadataStore(store_dir, "c")
+    reopened.put("c", 3)  # a new journal of the snapshot's generation
+    reopened.close()
+    again = LocalMetadataStore(store_dir, "c")
+    assert again.damage is None and again.load() == {"a": 1, "c": 3}
+    again.close()

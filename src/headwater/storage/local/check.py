@@ -40,7 +40,7 @@ from typing import Callable, Iterator
 from headwater.codec import batch as codec_batch
 
 from .index import ENTRY_SIZE, decode_entries, is_well_formed, read_index_file
-from .metadata import JOURNAL_MAGIC, SNAPSHOT_MAGIC, CorruptMetadata, check_header, read_records
+from .metadata import JOURNAL_MAGIC, SNAPSHOT_MAGIC, CorruptMetadata, check_header, read_records, replay
 from .segment import INDEX_SUFFIX, LOG_SUFFIX, ChunkReader, parse_segment_name
 from .walk import NOT_TORN, TORN, ZEROS, BatchAt, tail_refusal, walk_batches
 
@@ -258,6 +258,27 @@ def check_metadata(directory: str, report: CheckReport, progress: Callable[[int]
             damage = magic == SNAPSHOT_MAGIC  # a snapshot is written whole, then renamed: never torn
             report.findings.append(Finding(path, end, "torn last record" + ("" if damage else
                                                                             " (cut at the next start)"), damage))
+    # a snapshot and its journal together: a journal missing beside it, emptied, or of an older
+    # generation holding records the snapshot lacks (metadata.replay says why)
+    for name in names:
+        if not name.endswith(".snapshot"):
+            continue
+        snapshot_path = os.path.join(directory, name)
+        journal_path = snapshot_path[: -len(".snapshot")] + ".journal"
+        try:
+            with open(snapshot_path, "rb") as f:
+                snapshot = f.read()
+            try:
+                with open(journal_path, "rb") as f:
+                    journal = f.read()
+            except FileNotFoundError:
+                journal = None
+            replayed = replay(snapshot, journal, snapshot_path, journal_path)
+        except CorruptMetadata:
+            continue  # reported file by file above
+        if replayed.damage is not None:
+            report.findings.append(Finding(journal_path, 0, replayed.damage.split(": ", 1)[-1] +
+                                           " (records after the snapshot may be lost)"))
 
 
 def check_data_dir(data_dir: str, progress: Callable[[int], None] | None = None) -> CheckReport:

@@ -148,6 +148,7 @@ class Replayed:
     snapshot_size: int
     journal_end: int | None  # end of the journal's last whole record; None: start a new journal
     torn: bool  # the journal ends in a torn record (cut at the next open)
+    damage: str | None = None  # why records after the snapshot may be lost (see :func:`replay`)
 
 
 def replay(snapshot: bytes | None, journal: bytes | None, snapshot_path: str, journal_path: str) -> Replayed:
@@ -164,16 +165,29 @@ def replay(snapshot: bytes | None, journal: bytes | None, snapshot_path: str, jo
             raise CorruptMetadata(f"{snapshot_path}: not exactly one whole record")
         state = records[0]
         snapshot_size = len(snapshot)
-    fresh = journal is None or len(journal) < HEADER_SIZE
-    if not fresh:
-        journal_generation = check_header(journal, JOURNAL_MAGIC, journal_path)
-        if journal_generation > generation:
-            raise CorruptMetadata(
-                f"{journal_path}: generation {journal_generation} is newer than the snapshot's {generation}"
-            )
-        fresh = journal_generation < generation  # already folded into the snapshot
-    if fresh:
-        return Replayed(state, generation, snapshot_size, None, False)
+    if journal is None or len(journal) < HEADER_SIZE:
+        # compaction replaces the journal by rename, never removes or empties it: beside a
+        # snapshot, a missing or headless journal is damage, and its records are gone
+        damage = None if snapshot is None else (
+            f"{journal_path}: missing" if journal is None else f"{journal_path}: {len(journal)} bytes, no header")
+        return Replayed(state, generation, snapshot_size, None, False, damage)
+    journal_generation = check_header(journal, JOURNAL_MAGIC, journal_path)
+    if journal_generation > generation:
+        raise CorruptMetadata(
+            f"{journal_path}: generation {journal_generation} is newer than the snapshot's {generation}"
+        )
+    if journal_generation < generation:
+        # a compaction that crashed before its new journal: every record is folded into the
+        # snapshot already, so replaying them onto it changes nothing. One that would change
+        # it is not that journal (a damaged generation): its records may be lost
+        records, _, _ = read_records(journal, journal_path)
+        again = copy.deepcopy(state)
+        for items in records:
+            _apply_items(again, items)
+        damage = None if again == state else (
+            f"{journal_path}: generation {journal_generation} is older than the snapshot's {generation} "
+            "but holds records the snapshot does not")
+        return Replayed(state, generation, snapshot_size, None, False, damage)
     records, end, torn = read_records(journal, journal_path)
     for items in records:
         _apply_items(state, items)
@@ -215,6 +229,9 @@ class LocalMetadataStore:
         self.torn_bytes = 0
         """Bytes of a torn final journal record found at load (0 normally); they stay in the
         file until the first put cuts them (see :attr:`MetadataStore.torn_bytes`)."""
+        self.damage: str | None = None
+        """Why records may have been lost at load (see :attr:`MetadataStore.damage`); the
+        damaged journal stays as it is until the first put replaces it."""
         os.makedirs(directory, exist_ok=True)
         for leftover in (self.journal_path + ".tmp", self.snapshot_path + ".tmp"):
             if os.path.exists(leftover):
@@ -237,7 +254,14 @@ class LocalMetadataStore:
         self._state = replayed.state
         self._generation = replayed.generation
         self._snapshot_size = replayed.snapshot_size
+        self.damage = replayed.damage
         if replayed.journal_end is None:
+            if replayed.damage is not None:
+                # left as it is until the first put makes a new journal (``_journal_stale``):
+                # the caller acts on ``damage`` first, and a crash before that put finds it again
+                self._journal_stale = True
+                self._fd = os.open(self.snapshot_path, os.O_RDONLY)  # open; never written through
+                return
             self._new_journal()
             return
         self._fd = os.open(self.journal_path, os.O_RDWR)
