@@ -343,6 +343,9 @@ class Run:
                     target = {"iggy": server.iggy, "kafka": server.kafka, "stream": "bench", "topic": topic,
                               "kafka_topic": f"bench.{topic}"}
                     self.run_case(case, size, target, server)
+                    # the next rows start from a disk as free as this one's: a run writes tens of
+                    # GB, more than this machine's disk may hold at once (ENOSPC is reply 4006)
+                    asyncio.run(delete_iggy_topic(server.iggy, topic))
         finally:
             rc = server.stop()
             if rc not in (0, None):
@@ -463,6 +466,16 @@ async def create_iggy_topic(address: str, topic: str, options: dict[str, str]) -
     if await c.get_stream("bench") is None:
         await c.create_stream("bench")
     await c.create_topic("bench", topic, 1, options=options)
+
+
+async def delete_iggy_topic(address: str, topic: str) -> None:
+    """Delete topic ``topic`` of stream ``bench`` (its segments go with it)."""
+    from apache_iggy import IggyClient
+
+    c = IggyClient(address)
+    await c.connect()
+    await c.login_user("iggy", "iggy")
+    await c.delete_topic("bench", topic)
 
 
 def machine_note() -> dict:
