@@ -235,6 +235,7 @@ def check_metadata(directory: str, report: CheckReport, progress: Callable[[int]
         names = sorted(os.listdir(directory))
     except FileNotFoundError:
         return
+    contents: dict[str, bytes] = {}  # name -> bytes, for the snapshot-and-journal check below
     for name in names:
         magic = JOURNAL_MAGIC if name.endswith(".journal") else SNAPSHOT_MAGIC if name.endswith(".snapshot") else None
         if magic is None:
@@ -242,6 +243,7 @@ def check_metadata(directory: str, report: CheckReport, progress: Callable[[int]
         path = os.path.join(directory, name)
         with open(path, "rb") as f:
             data = f.read()
+        contents[name] = data
         report.metadata_files += 1
         report.bytes_checked += len(data)
         if progress:
@@ -260,20 +262,13 @@ def check_metadata(directory: str, report: CheckReport, progress: Callable[[int]
                                                                             " (cut at the next start)"), damage))
     # a snapshot and its journal together: a journal missing beside it, emptied, or of an older
     # generation holding records the snapshot lacks (metadata.replay says why)
-    for name in names:
+    for name, snapshot in contents.items():
         if not name.endswith(".snapshot"):
             continue
-        snapshot_path = os.path.join(directory, name)
-        journal_path = snapshot_path[: -len(".snapshot")] + ".journal"
+        store = name[: -len(".snapshot")]
+        snapshot_path, journal_path = (os.path.join(directory, store + suffix) for suffix in (".snapshot", ".journal"))
         try:
-            with open(snapshot_path, "rb") as f:
-                snapshot = f.read()
-            try:
-                with open(journal_path, "rb") as f:
-                    journal = f.read()
-            except FileNotFoundError:
-                journal = None
-            replayed = replay(snapshot, journal, snapshot_path, journal_path)
+            replayed = replay(snapshot, contents.get(store + ".journal"), snapshot_path, journal_path)
         except CorruptMetadata:
             continue  # reported file by file above
         if replayed.damage is not None:
