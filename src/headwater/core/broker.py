@@ -79,9 +79,11 @@ class Broker:
         validate_checksum: bool = True,
         clock: Callable[[], int] = now_us,
         transaction_max_timeout_ms: int = 900_000,
+        transactional_id_expiration_ms: int = 604_800_000,
     ):
         self.engine = engine
         self.transaction_max_timeout_ms = transaction_max_timeout_ms
+        self.transactional_id_expiration_ms = transactional_id_expiration_ms
         self.clock = clock
         self.validate_checksum = validate_checksum
         self.catalog = Catalog()
@@ -550,15 +552,23 @@ class Broker:
         p = t.partition(partition_id)
         if count < 1:
             raise errors.InvalidSegmentsCount(f"segments_count {count} must be at least 1")
-        return p.log.delete_oldest_segments(count)
+        deleted = p.log.delete_oldest_segments(count)
+        if deleted:
+            self.prune_transactions(p)
+        return deleted
 
     def apply_retention(self) -> int:
+        """Delete expired or oversized sealed segments everywhere (see the topic options);
+        the transaction history they described is pruned. Returns the segments deleted."""
         now = self.clock()
         deleted = 0
         for s in self.catalog.streams.values():
             for t in s.topics.values():
                 for p in t.partitions.values():
-                    deleted += p.log.apply_retention(now)
+                    n = p.log.apply_retention(now)
+                    if n:
+                        deleted += n
+                        self.prune_transactions(p)
         return deleted
 
     @staticmethod
@@ -862,6 +872,7 @@ class Broker:
                 break
         if whole:
             p.log.delete_oldest_segments(whole)
+        self.prune_transactions(p)
         return self.log_start(p)
 
     def topic_settings(self, topic: Topic) -> dict[str, Any]:
@@ -986,6 +997,7 @@ class Broker:
                 tx.forget_partition(key)
             elif p.fenced is None:
                 tx.trim(key, p.high_watermark)
+                tx.prune(key, p.log_start_offset)  # what a crash kept from being pruned
         self.__dict__["transactions"] = tx  # the marker writer below uses it
         recovered = tx.recover(self.write_marker, self.commit_txn_offsets, self.bump_producer)
         for key, pid, epoch in tx.orphans():
@@ -1033,6 +1045,28 @@ class Broker:
                 commits.append((p, None if off < 0 else off, meta, epoch))
         if commits:
             self.commit_many(GROUP, group, commits)
+
+    def prune_transactions(self, p: Partition) -> int:
+        """Forget the partition's transaction history below its log start offset, now
+        durable (``Transactions.prune``); a no-op before the transaction state is loaded
+        (its load prunes) and for a fenced partition. A failed write is logged and left
+        for the next log start move or boot. Returns the records pruned."""
+        if "transactions" not in self.__dict__ or p.fenced is not None:
+            return 0
+        try:
+            return self.transactions.prune((p.stream_id, p.topic_id, p.id), p.log_start_offset)
+        except errors.MetadataNotSaved as e:
+            log.warning("transaction history not pruned", extra={"kv": {
+                "partition": f"{p.stream_id}/{p.topic_id}/{p.id}", "error": str(e)}})
+            return 0
+
+    def expire_transactional_ids(self) -> list[str]:
+        """Forget transactional ids idle for ``transactional_id_expiration_ms`` (Kafka's
+        ``transactional.id.expiration.ms``; ``Transactions.expire_ids``)."""
+        expired = self.transactions.expire_ids(self.transactional_id_expiration_ms)
+        if expired:
+            log.info("transactional ids expired", extra={"kv": {"transactional_ids": expired}})
+        return expired
 
     def abort_expired_transactions(self) -> list[str]:
         """Abort ONGOING transactions past their timeout (their producers are fenced)."""
