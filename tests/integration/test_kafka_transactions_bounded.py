@@ -7,17 +7,15 @@ transaction, InitProducerId then starting them afresh."""
 
 from __future__ import annotations
 
-import asyncio
 import struct
 import time
-import uuid
 
-import apache_iggy as ig
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from headwater.storage.local.metadata import load_read_only
 from kafka_wire import KafkaWire, record_batch
+from test_kafka_transactions import iggy_poll, read_all
 from test_kafka_transactions_wire import (
     DESCRIBE_TXN, INVALID_MAPPING, TXN_ID_NOT_FOUND, add_partitions, end, init,
 )
@@ -28,39 +26,7 @@ VALUE = 120_000  # bytes per record: a 1 MiB segment holds a few transactions
 
 def committed_records(server, topic: str) -> list[tuple[int, bytes]]:
     """(offset, value) of every record a read_committed consumer gets from the log start."""
-    c = Consumer({
-        "bootstrap.servers": server.kafka_address, "group.id": f"reader-{uuid.uuid4()}",
-        "isolation.level": "read_committed", "enable.auto.commit": False, "enable.partition.eof": True,
-        "auto.offset.reset": "earliest",
-    })
-    try:
-        c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
-        out: list[tuple[int, bytes]] = []
-        for _ in range(300):
-            m = c.poll(0.2)
-            if m is None:
-                continue
-            if m.error():
-                if m.error().code() == -191:  # _PARTITION_EOF
-                    return out
-                raise KafkaException(m.error())
-            out.append((m.offset(), m.value()))
-        raise AssertionError(f"{topic}: no end of partition reached; got {len(out)} records")
-    finally:
-        c.close()
-
-
-async def _iggy_first(server, topic: str) -> list[bytes]:
-    c = ig.IggyClient(server.iggy_address)
-    await c.connect()
-    await c.login_user("iggy", "iggy")
-    msgs = await c.poll_messages("kafka", topic, consumer=ig.Consumer.Single(1), partition_id=0,
-                                 polling_strategy=ig.PollingStrategy.First(), count=1000, auto_commit=False)
-    return [m.payload() for m in msgs]
-
-
-def iggy_first(server, topic: str) -> list[bytes]:
-    return asyncio.run(_iggy_first(server, topic))
+    return read_all(server, topic, start=OFFSET_BEGINNING, offsets=True)
 
 
 def transactions(server, topic: str, tid: str, rounds: range) -> None:
@@ -96,7 +62,7 @@ def stored_markers(server) -> list[int]:
 
 def check_readers(server, topic: str, expected: list[tuple[int, bytes]]) -> None:
     assert committed_records(server, topic) == expected
-    assert iggy_first(server, topic) == [v for _, v in expected]
+    assert iggy_poll(server, topic) == [v for _, v in expected]
 
 
 def test_deleterecords_prunes_transaction_history_readers_unchanged(fresh_server):
