@@ -123,6 +123,11 @@ class App:
         self._jobs.append(asyncio.create_task(self._every(
             cfg.kafka.transaction_remove_expired_transaction_cleanup_interval_ms / 1000,
             self.broker.expire_transactional_ids)))
+        if self._kafka is not None:
+            kafka, retention_ms = self._kafka, round(cfg.kafka.offsets_retention_minutes * 60_000)
+            self._jobs.append(asyncio.create_task(self._every(
+                cfg.kafka.offsets_retention_check_interval_ms / 1000,
+                lambda: kafka.groups.expire_offsets(self.broker, retention_ms))))
         self._jobs.append(
             asyncio.create_task(
                 self._every(cfg.system.token_cleaner_interval_s, lambda: self.broker.users.purge_expired_tokens(self.broker.clock()))

@@ -10,10 +10,13 @@ from __future__ import annotations
 import struct
 import time
 
+import pytest
+
 from confluent_kafka import OFFSET_BEGINNING, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from headwater.storage.local.metadata import load_read_only
+from hw_server import ServerProcess, free_port
 from kafka_wire import KafkaWire, record_batch
 from test_kafka_transactions import iggy_poll, read_all
 from test_kafka_transactions_wire import (
@@ -112,11 +115,17 @@ def txn_state(w: KafkaWire, tid: str) -> str | int:
     return one.transaction_state
 
 
-def test_idle_transactional_ids_expire(fresh_server):
-    server = fresh_server
-    server.stop()
-    server.start(env={"HEADWATER_KAFKA_TRANSACTIONAL_ID_EXPIRATION_MS": "300",
-                      "HEADWATER_KAFKA_TRANSACTION_REMOVE_EXPIRED_TRANSACTION_CLEANUP_INTERVAL_MS": "100"})
+@pytest.fixture
+def expiring_server(tmp_path_factory):
+    s = ServerProcess(tmp_path_factory.mktemp("headwater") / "data", free_port(), free_port(), extra_env={
+        "HEADWATER_KAFKA_TRANSACTIONAL_ID_EXPIRATION_MS": "300",
+        "HEADWATER_KAFKA_TRANSACTION_REMOVE_EXPIRED_TRANSACTION_CLEANUP_INTERVAL_MS": "100"}).start()
+    yield s
+    assert s.stop() == 0
+
+
+def test_idle_transactional_ids_expire(expiring_server):
+    server = expiring_server
     w = KafkaWire(server.kafka_address)
     try:
         assert create_topic(w, "txe").error_code == 0

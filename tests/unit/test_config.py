@@ -96,6 +96,8 @@ def test_the_option_is_named_as_the_user_gave_it(tmp_path):
     ({"HEADWATER_KAFKA_TRANSACTIONAL_ID_EXPIRATION_MS": "0"}, "0 is below the minimum 1"),
     ({"HEADWATER_KAFKA_TRANSACTION_REMOVE_EXPIRED_TRANSACTION_CLEANUP_INTERVAL_MS": "0"}, "0 is below the minimum 1"),
     ({"HEADWATER_KAFKA_TRANSACTION_MAX_TIMEOUT_MS": "0"}, "0 is below the minimum 1"),
+    ({"HEADWATER_KAFKA_OFFSETS_RETENTION_MINUTES": "0"}, "0.0 is below the minimum 0.0001"),
+    ({"HEADWATER_KAFKA_OFFSETS_RETENTION_CHECK_INTERVAL_MS": "0"}, "0 is below the minimum 1"),
     ({"HEADWATER_LOGGING_FORMAT": "xml"}, "'xml' is not a log format (text, json)"),
     ({"HEADWATER_LOGGING_LEVEL": "verbose"}, "'verbose' is not a log level (debug, info, warning, error, critical)"),
     ({"HEADWATER_KAFKA_ADVERTISED_ADDRESS": "nope"}, "'nope' is not HOST:PORT"),

@@ -97,6 +97,7 @@ class Broker:
         self.clients: dict[int, Client] = {}
         self._next_client_id = 1
         self._compacted_last = (-1, -1, -1)  # the log cleaner's round-robin position
+        self._commit_us: dict[tuple[int, int, int, str, str], int] = {}  # last commit of an offset, this run
         self.started_at_us = clock()
         self._load()
         self._metrics_key = metrics_source.register(self)
@@ -691,19 +692,58 @@ class Broker:
 
     def commit(self, p: Partition, kind: str, name: str, next_offset: int, metadata: str = "") -> None:
         self.offsets.put(p.stream_id, p.topic_id, p.id, kind, name, next_offset, metadata)
+        self._commit_us[(p.stream_id, p.topic_id, p.id, kind, name)] = self.clock()
 
     def commit_many(self, kind: str, name: str, commits: list[tuple]) -> None:
         """Commit several partitions at once, atomically and with one durable write:
         ``(partition, next_offset or None to delete, metadata[, leader_epoch])``."""
         from .offsets import Committed
 
-        self.offsets.put_many(
-            [
-                ((c[0].stream_id, c[0].topic_id, c[0].id, kind, name),
-                 None if c[1] is None else Committed(c[1], c[2], c[3] if len(c) > 3 else -1))
-                for c in commits
-            ]
-        )
+        changes = [
+            ((c[0].stream_id, c[0].topic_id, c[0].id, kind, name),
+             None if c[1] is None else Committed(c[1], c[2], c[3] if len(c) > 3 else -1))
+            for c in commits
+        ]
+        self.offsets.put_many(changes)
+        now = self.clock()
+        for k, c in changes:
+            if c is not None:
+                self._commit_us[k] = now
+
+    def expire_group_offsets(self, retention_ms: int, in_use: Callable[[str], bool]) -> list[tuple]:
+        """Kafka's ``offsets.retention.minutes`` (KIP-211) for consumer-group offsets: delete
+        (durably, 4096 per record) each group offset whose last commit is at least
+        ``retention_ms`` old, unless ``in_use(group)`` (the Kafka group has members, or
+        became Empty less than ``retention_ms`` ago), an Iggy consumer group of that name
+        exists on the topic (Iggy never expires offsets), or an unfinished transaction holds
+        an offset of the group for the partition. A commit's time is known for this run
+        only: the server's start counts as the last commit of offsets loaded from disk, so
+        a restart postpones expiry, never hastens it. Iggy single consumers' offsets never
+        expire. Returns the keys deleted ``(stream, topic, partition, kind, name)``."""
+        now = self.clock()
+        limit = retention_ms * 1000
+        tx = self.__dict__.get("transactions")
+        pending: dict[str, set] = {}
+        doomed = []
+        for k, _c in self.offsets.items():
+            s, t, p, kind, name = k
+            if kind != GROUP or now - self._commit_us.get(k, self.started_at_us) < limit or in_use(name):
+                continue
+            topic = self.catalog.streams.get(s)
+            topic = None if topic is None else topic.topics.get(t)
+            if topic is not None and any(g.name == name for g in topic.groups.values()):
+                continue
+            if tx is not None:
+                if name not in pending:
+                    pending[name] = tx.pending_offsets(name)
+                if (s, t, p) in pending[name]:
+                    continue
+            doomed.append(k)
+        for i in range(0, len(doomed), 4096):
+            self.offsets.delete_keys(doomed[i:i + 4096])
+        live = dict(self.offsets.items())
+        self._commit_us = {k: v for k, v in self._commit_us.items() if k in live}  # deleted offsets too
+        return doomed
 
     def delete_committed(self, p: Partition, kind: str, name: str) -> bool:
         return self.offsets.delete(p.stream_id, p.topic_id, p.id, kind, name)
