@@ -101,9 +101,10 @@ def test_deleterecords_prunes_transaction_history_readers_unchanged(fresh_server
 
 
 def txn_state(w: KafkaWire, tid: str) -> str | int:
-    """DescribeTransactions v0 for one id: its state, or the error code (an unknown id's
-    start time is -1, which kio cannot decode, so the answer is read raw: correlation id
-    i32 | header tags | throttle i32 | states: compact length 2 | error_code i16)."""
+    """DescribeTransactions v0 for one id: its state, or the error code. Read raw (an unknown
+    id's start time is -1, which kio cannot decode): correlation id i32 | header tags |
+    throttle i32 | states: compact length 2 | error_code i16 | transactional_id compact
+    string | transaction_state compact string | ... (short strings: one-byte lengths)."""
     frame, _ = w.frame(DESCRIBE_TXN, 0, req(DESCRIBE_TXN, 0, transactional_ids=(tid,)))
     w.send_raw(frame)
     raw = w.read_frame()
@@ -111,8 +112,9 @@ def txn_state(w: KafkaWire, tid: str) -> str | int:
     code = struct.unpack_from(">h", raw, 10)[0]
     if code:
         return code
-    (one,) = w.call(DESCRIBE_TXN, 0, req(DESCRIBE_TXN, 0, transactional_ids=(tid,))).transaction_states
-    return one.transaction_state
+    pos = 12 + raw[12]  # past the transactional id (its length + 1, then its bytes)
+    assert raw[12] < 128 and raw[pos] < 128
+    return raw[pos + 1:pos + raw[pos]].decode()
 
 
 @pytest.fixture
