@@ -1037,7 +1037,7 @@ class Broker:
                 tx.forget_partition(key)
             elif p.fenced is None:
                 tx.trim(key, p.high_watermark)
-                tx.prune(key, p.log_start_offset)  # what a crash kept from being pruned
+                self._prune_history(tx, p)  # what a crash kept from being pruned
         self.__dict__["transactions"] = tx  # the marker writer below uses it
         recovered = tx.recover(self.write_marker, self.commit_txn_offsets, self.bump_producer)
         for key, pid, epoch in tx.orphans():
@@ -1093,8 +1093,12 @@ class Broker:
         for the next log start move or boot. Returns the records pruned."""
         if "transactions" not in self.__dict__ or p.fenced is not None:
             return 0
+        return self._prune_history(self.transactions, p)
+
+    @staticmethod
+    def _prune_history(tx: Transactions, p: Partition) -> int:
         try:
-            return self.transactions.prune((p.stream_id, p.topic_id, p.id), p.log_start_offset)
+            return tx.prune((p.stream_id, p.topic_id, p.id), p.log_start_offset)
         except errors.MetadataNotSaved as e:
             log.warning("transaction history not pruned", extra={"kv": {
                 "partition": f"{p.stream_id}/{p.topic_id}/{p.id}", "error": str(e)}})

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from headwater.codec.batch import Message, build_batch, iter_frames, read_header
 from headwater.core import transactions as tx
 from headwater.core.broker import Broker
+from headwater.core.errors import MetadataNotSaved
 from headwater.frontends.kafka.handlers.fetch import _transactional
 from headwater.storage.api import open_engine
 from headwater.storage.local.metadata import HEADER_SIZE, load_read_only
@@ -290,3 +291,27 @@ def test_a_busy_workload_keeps_the_store_bounded(tmp_path):
     b.close()
     assert len(stored_history(tmp_path)) == sizes[-1]
     assert os.path.getsize(tmp_path / "metadata" / "transactions.journal") > 0
+
+
+def test_a_refused_prune_write_changes_nothing_and_is_done_later(tmp_path, caplog):
+    """The transactions store refuses writes (EBADF on a read-only journal): DeleteRecords
+    still moves the log start, the history stays whole in memory and on disk (so readers
+    are answered as before), and the next move of the log start prunes it."""
+    from test_storage_write_failures import read_only
+
+    b, t, p, cut = workload(tmp_path)
+    hw = p.high_watermark
+    before = views(b, p, range(cut, hw + 1))
+    markers = dict(b.transactions.partitions[key(p)].markers)
+    store = b.transactions._store.store
+    with read_only(store._fd, store.journal_path):
+        assert b.delete_records(t, p, cut) == cut
+        with pytest.raises(MetadataNotSaved):
+            b.transactions.expire_ids(0)  # every id is idle long enough: none is forgotten
+    assert "transaction history not pruned" in caplog.text
+    assert b.transactions.partitions[key(p)].markers == markers and "tid" in b.transactions.txns
+    assert views(b, p, range(cut, hw + 1)) == before
+    assert b.delete_records(t, p, cut + 1) == cut + 1
+    assert_pruned_below(tmp_path, cut + 1)
+    assert views(b, p, range(cut + 1, hw + 1)) == {s: v for s, v in before.items() if s > cut}
+    b.close()
