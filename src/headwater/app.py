@@ -120,6 +120,14 @@ class App:
         self._jobs.append(asyncio.create_task(self._every(cfg.system.retention_interval_s, self.broker.apply_retention)))
         self._jobs.append(asyncio.create_task(self._compaction(cfg.compaction.interval_s, cfg.compaction.max_dirty_bytes)))
         self._jobs.append(asyncio.create_task(self._every(1.0, self.broker.abort_expired_transactions)))
+        self._jobs.append(asyncio.create_task(self._every(
+            cfg.kafka.transaction_remove_expired_transaction_cleanup_interval_ms / 1000,
+            self.broker.expire_transactional_ids)))
+        if self._kafka is not None:
+            kafka, retention_ms = self._kafka, round(cfg.kafka.offsets_retention_minutes * 60_000)
+            self._jobs.append(asyncio.create_task(self._every(
+                cfg.kafka.offsets_retention_check_interval_ms / 1000,
+                lambda: kafka.groups.expire_offsets(self.broker, retention_ms))))
         self._jobs.append(
             asyncio.create_task(
                 self._every(cfg.system.token_cleaner_interval_s, lambda: self.broker.users.purge_expired_tokens(self.broker.clock()))
@@ -322,7 +330,8 @@ def open_broker(config: Config, lock: EngineLock, *, fresh: bool = False) -> Bro
         engine = open_engine(config.system.data_dir, lock=lock,
                              write_behind_cache_bytes=config.system.write_behind_cache_bytes)
         return Broker(engine, validate_checksum=config.system.validate_checksum,
-                      transaction_max_timeout_ms=config.kafka.transaction_max_timeout_ms)
+                      transaction_max_timeout_ms=config.kafka.transaction_max_timeout_ms,
+                      transactional_id_expiration_ms=config.kafka.transactional_id_expiration_ms)
     except (StorageError, OSError) as e:
         if engine is not None:
             try:

@@ -129,8 +129,17 @@ class KafkaConfig:
     group_max_session_timeout_ms: int = 1_800_000
     group_max_size: int = 0  # members per group; 0 = unlimited
     offset_metadata_max_bytes: int = 4_096  # longer commit metadata gets OFFSET_METADATA_TOO_LARGE
+    # Kafka's offsets.retention.minutes (KIP-211): offsets of a group Empty (or unknown) and not
+    # committed this long are deleted, checked every offsets.retention.check.interval.ms
+    offsets_retention_minutes: float = 10_080.0  # Kafka's is an int; fractions are accepted here
+    offsets_retention_check_interval_ms: int = 600_000
     # transactions (Kafka's transaction.max.timeout.ms; a longer transaction.timeout.ms is refused)
     transaction_max_timeout_ms: int = 900_000
+    # Kafka's transactional.id.expiration.ms: an id with no transaction in progress and no
+    # coordinator activity this long is forgotten (producer id and epoch), checked every
+    # transaction.remove.expired.transaction.cleanup.interval.ms
+    transactional_id_expiration_ms: int = 604_800_000
+    transaction_remove_expired_transaction_cleanup_interval_ms: int = 3_600_000
     # connection limits; 0 turns one off
     connections_max_idle_ms: int = 600_000  # Kafka's connections.max.idle.ms: close a connection idle this long
     max_connections: int = 10_000  # Kafka's max.connections (unlimited there); past it: closed at once (logged)
@@ -294,6 +303,11 @@ _MINIMUM = {
     "tcp.max_frame_size": 256,  # one Iggy header
     "kafka.default_partitions": 1,
     "kafka.max_request_size": 1,
+    "kafka.transaction_max_timeout_ms": 1,
+    "kafka.transactional_id_expiration_ms": 1,
+    "kafka.offsets_retention_minutes": 0.0001,
+    "kafka.offsets_retention_check_interval_ms": 1,
+    "kafka.transaction_remove_expired_transaction_cleanup_interval_ms": 1,
     "http.max_request_size": 1,
     "http.jwt_access_token_expiry_s": 1,
     "http.jwt_refresh_token_expiry_s": 1,

@@ -30,15 +30,17 @@ def txn_producer(server, tid: str, **extra) -> Producer:
     return p
 
 
-def read_all(server, topic: str, *, committed: bool = True, partitions: int = 1) -> list[bytes]:
-    """Every record value of ``topic`` from offset 0 up to its end for this isolation level."""
+def read_all(server, topic: str, *, committed: bool = True, partitions: int = 1, start: int = 0,
+             offsets: bool = False) -> list:
+    """Every record value of ``topic`` from ``start`` (an offset or OFFSET_BEGINNING) up to its
+    end for this isolation level; ``(offset, value)`` pairs with ``offsets``."""
     c = Consumer({
         "bootstrap.servers": server.kafka_address, "group.id": f"reader-{uuid.uuid4()}",
         "isolation.level": "read_committed" if committed else "read_uncommitted",
         "enable.auto.commit": False, "enable.partition.eof": True,
     })
     try:
-        c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        c.assign([TopicPartition(topic, p, start) for p in range(partitions)])
         out: list[bytes] = []
         eof: set[int] = set()
         for _ in range(200):
@@ -53,7 +55,7 @@ def read_all(server, topic: str, *, committed: bool = True, partitions: int = 1)
                     continue
                 raise KafkaException(m.error())
             eof.discard(m.partition())
-            out.append(m.value())
+            out.append((m.offset(), m.value()) if offsets else m.value())
         raise AssertionError(f"{topic}: no end of partition reached; got {out}")
     finally:
         c.close()

@@ -79,9 +79,11 @@ class Broker:
         validate_checksum: bool = True,
         clock: Callable[[], int] = now_us,
         transaction_max_timeout_ms: int = 900_000,
+        transactional_id_expiration_ms: int = 604_800_000,
     ):
         self.engine = engine
         self.transaction_max_timeout_ms = transaction_max_timeout_ms
+        self.transactional_id_expiration_ms = transactional_id_expiration_ms
         self.clock = clock
         self.validate_checksum = validate_checksum
         self.catalog = Catalog()
@@ -95,6 +97,7 @@ class Broker:
         self.clients: dict[int, Client] = {}
         self._next_client_id = 1
         self._compacted_last = (-1, -1, -1)  # the log cleaner's round-robin position
+        self._commit_us: dict[tuple[int, int, int, str, str], int] = {}  # last commit of an offset, this run
         self.started_at_us = clock()
         self._load()
         self._metrics_key = metrics_source.register(self)
@@ -550,15 +553,23 @@ class Broker:
         p = t.partition(partition_id)
         if count < 1:
             raise errors.InvalidSegmentsCount(f"segments_count {count} must be at least 1")
-        return p.log.delete_oldest_segments(count)
+        deleted = p.log.delete_oldest_segments(count)
+        if deleted:
+            self.prune_transactions(p)
+        return deleted
 
     def apply_retention(self) -> int:
+        """Delete expired or oversized sealed segments everywhere (see the topic options);
+        the transaction history they described is pruned. Returns the segments deleted."""
         now = self.clock()
         deleted = 0
         for s in self.catalog.streams.values():
             for t in s.topics.values():
                 for p in t.partitions.values():
-                    deleted += p.log.apply_retention(now)
+                    n = p.log.apply_retention(now)
+                    if n:
+                        deleted += n
+                        self.prune_transactions(p)
         return deleted
 
     @staticmethod
@@ -681,19 +692,58 @@ class Broker:
 
     def commit(self, p: Partition, kind: str, name: str, next_offset: int, metadata: str = "") -> None:
         self.offsets.put(p.stream_id, p.topic_id, p.id, kind, name, next_offset, metadata)
+        self._commit_us[(p.stream_id, p.topic_id, p.id, kind, name)] = self.clock()
 
     def commit_many(self, kind: str, name: str, commits: list[tuple]) -> None:
         """Commit several partitions at once, atomically and with one durable write:
         ``(partition, next_offset or None to delete, metadata[, leader_epoch])``."""
         from .offsets import Committed
 
-        self.offsets.put_many(
-            [
-                ((c[0].stream_id, c[0].topic_id, c[0].id, kind, name),
-                 None if c[1] is None else Committed(c[1], c[2], c[3] if len(c) > 3 else -1))
-                for c in commits
-            ]
-        )
+        changes = [
+            ((c[0].stream_id, c[0].topic_id, c[0].id, kind, name),
+             None if c[1] is None else Committed(c[1], c[2], c[3] if len(c) > 3 else -1))
+            for c in commits
+        ]
+        self.offsets.put_many(changes)
+        now = self.clock()
+        for k, c in changes:
+            if c is not None:
+                self._commit_us[k] = now
+
+    def expire_group_offsets(self, retention_ms: int, in_use: Callable[[str], bool]) -> list[tuple]:
+        """Kafka's ``offsets.retention.minutes`` (KIP-211) for consumer-group offsets: delete
+        (durably, 4096 per record) each group offset whose last commit is at least
+        ``retention_ms`` old, unless ``in_use(group)`` (the Kafka group has members, or
+        became Empty less than ``retention_ms`` ago), an Iggy consumer group of that name
+        exists on the topic (Iggy never expires offsets), or an unfinished transaction holds
+        an offset of the group for the partition. A commit's time is known for this run
+        only: the server's start counts as the last commit of offsets loaded from disk, so
+        a restart postpones expiry, never hastens it. Iggy single consumers' offsets never
+        expire. Returns the keys deleted ``(stream, topic, partition, kind, name)``."""
+        now = self.clock()
+        limit = retention_ms * 1000
+        tx = self.__dict__.get("transactions")
+        pending: dict[str, set] = {}
+        doomed = []
+        for k, _c in self.offsets.items():
+            s, t, p, kind, name = k
+            if kind != GROUP or now - self._commit_us.get(k, self.started_at_us) < limit or in_use(name):
+                continue
+            topic = self.catalog.streams.get(s)
+            topic = None if topic is None else topic.topics.get(t)
+            if topic is not None and any(g.name == name for g in topic.groups.values()):
+                continue
+            if tx is not None:
+                if name not in pending:
+                    pending[name] = tx.pending_offsets(name)
+                if (s, t, p) in pending[name]:
+                    continue
+            doomed.append(k)
+        for i in range(0, len(doomed), 4096):
+            self.offsets.delete_keys(doomed[i:i + 4096])
+        live = dict(self.offsets.items())
+        self._commit_us = {k: v for k, v in self._commit_us.items() if k in live}  # deleted offsets too
+        return doomed
 
     def delete_committed(self, p: Partition, kind: str, name: str) -> bool:
         return self.offsets.delete(p.stream_id, p.topic_id, p.id, kind, name)
@@ -862,6 +912,7 @@ class Broker:
                 break
         if whole:
             p.log.delete_oldest_segments(whole)
+        self.prune_transactions(p)
         return self.log_start(p)
 
     def topic_settings(self, topic: Topic) -> dict[str, Any]:
@@ -986,6 +1037,7 @@ class Broker:
                 tx.forget_partition(key)
             elif p.fenced is None:
                 tx.trim(key, p.high_watermark)
+                self._prune_history(tx, p)  # what a crash kept from being pruned
         self.__dict__["transactions"] = tx  # the marker writer below uses it
         recovered = tx.recover(self.write_marker, self.commit_txn_offsets, self.bump_producer)
         for key, pid, epoch in tx.orphans():
@@ -1033,6 +1085,32 @@ class Broker:
                 commits.append((p, None if off < 0 else off, meta, epoch))
         if commits:
             self.commit_many(GROUP, group, commits)
+
+    def prune_transactions(self, p: Partition) -> int:
+        """Forget the partition's transaction history below its log start offset, now
+        durable (``Transactions.prune``); a no-op before the transaction state is loaded
+        (its load prunes) and for a fenced partition. A failed write is logged and left
+        for the next log start move or boot. Returns the records pruned."""
+        if "transactions" not in self.__dict__ or p.fenced is not None:
+            return 0
+        return self._prune_history(self.transactions, p)
+
+    @staticmethod
+    def _prune_history(tx: Transactions, p: Partition) -> int:
+        try:
+            return tx.prune((p.stream_id, p.topic_id, p.id), p.log_start_offset)
+        except errors.MetadataNotSaved as e:
+            log.warning("transaction history not pruned", extra={"kv": {
+                "partition": f"{p.stream_id}/{p.topic_id}/{p.id}", "error": str(e)}})
+            return 0
+
+    def expire_transactional_ids(self) -> list[str]:
+        """Forget transactional ids idle for ``transactional_id_expiration_ms`` (Kafka's
+        ``transactional.id.expiration.ms``; ``Transactions.expire_ids``)."""
+        expired = self.transactions.expire_ids(self.transactional_id_expiration_ms)
+        if expired:
+            log.info("transactional ids expired", extra={"kv": {"transactional_ids": expired}})
+        return expired
 
     def abort_expired_transactions(self) -> list[str]:
         """Abort ONGOING transactions past their timeout (their producers are fenced)."""

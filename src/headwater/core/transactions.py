@@ -24,6 +24,25 @@ Per partition (``PartitionTxns``):
   the control batch written at that offset (one Iggy batch with one frame, see
   :func:`marker_payload`); for an abort, ``batches`` are the aborted data batches.
 
+Bounded history (the store must not grow for ever on a server that runs for months):
+
+- :meth:`Transactions.prune` forgets what no readable offset needs once a partition's
+  log start offset (retention, DeleteRecords, Iggy DeleteSegments) has passed it: a
+  marker record at an offset below the log start (every range it holds ends before
+  its own offset), and, in the markers kept, aborted batch ranges whose last offset is
+  below it. A marker's ``first_offset`` is kept as it was (Fetch's aborted list names
+  it). Every reader starts at or after the log start, so what it is told is unchanged
+  (:meth:`PartitionTxns.hidden`, :meth:`~PartitionTxns.find`,
+  :meth:`~PartitionTxns.visible_end` look only at ranges meeting ``[start, ...)``;
+  :meth:`~PartitionTxns.aborted_between` only at markers at or after ``start``).
+  Deletions go in atomic ``put_many`` records of at most :data:`PRUNE_CHUNK` keys, each
+  applied in memory only once durable; any prefix of them leaves a consistent store
+  (each entry removed stands alone), and boot prunes again what a crash left.
+- :meth:`Transactions.expire_ids` is Kafka's ``transactional.id.expiration.ms``: a
+  coordinator record in Empty, CompleteCommit or CompleteAbort whose last update is at
+  least that old is deleted (its producer id and epoch forgotten; InitProducerId with
+  the id then starts afresh with a new producer id, epoch 0).
+
 Persistence: one metadata store ("transactions"); keys ``tx/<transactional_id>``
 (coordinator records), ``po/<s>/<t>/<p>/<producer_id>`` (open), ``pm/<s>/<t>/<p>/<offset>``
 (markers). Every change is one atomic, fdatasync'ed ``put_many``, written *before* the
@@ -64,6 +83,9 @@ CONTROL_KEY_SIZE = 4
 ABORT, COMMIT = 0, 1
 
 PartitionKey = tuple[int, int, int]
+
+PRUNE_CHUNK = 4096  # keys per durable record when pruning or expiring (each record is atomic)
+EXPIRABLE = (EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT)  # Kafka's TransactionState.isExpirationAllowed
 
 
 ADD, COMMIT_EVENT, ABORT_EVENT, INIT = "add", "commit", "abort", "init"
@@ -154,6 +176,7 @@ class PartitionTxns:
         self.open: dict[int, list] = {}  # pid -> [epoch, first_offset, [[base, last], ...]]
         self.markers: dict[int, list] = {}  # offset -> [pid, epoch, committed, first_offset, batches]
         self._hidden: list[tuple[int, int, int]] | None = None  # sorted (first, last, marker offset)
+        self.pruned_to = 0  # the log start offset of the last complete prune (memory only)
 
     def last_stable_offset(self, high_watermark: int) -> int:
         if not self.open:
@@ -302,6 +325,46 @@ class Transactions:
         changes.update({f"pm/{_pkey(key)}/{off}": None for off in pt.markers})
         if changes:
             self._store.put_many(changes)
+
+    def prune(self, key: PartitionKey, log_start: int) -> int:
+        """Forget the partition's history below ``log_start`` (its log start offset, which
+        must be durable: no reader will see an offset below it again). Deletes the marker
+        records at offsets below it and drops, from the abort markers kept, the batch
+        ranges whose last offset is below it (see the module docstring). Returns the
+        records deleted or rewritten. Raises what the store raises (MetadataNotSaved):
+        what was written stays pruned, the rest is pruned by a later call."""
+        pt = self.partitions.get(key)
+        if pt is None or log_start <= pt.pruned_to:
+            return 0
+        changes: dict[str, Any] = {}
+        for off, (pid, epoch, committed, first, batches) in pt.markers.items():
+            if off < log_start:
+                changes[f"pm/{_pkey(key)}/{off}"] = None
+            elif batches and batches[0][1] < log_start:  # batches are kept in offset order
+                changes[f"pm/{_pkey(key)}/{off}"] = [pid, epoch, committed, first,
+                                                     [b for b in batches if b[1] >= log_start]]
+
+        def applied(k: str, v: Any) -> None:
+            off = int(k.rsplit("/", 1)[1])
+            if v is None:
+                del pt.markers[off]
+            else:
+                pt.markers[off] = v
+            pt.changed()
+
+        self._put_chunked(changes, applied)
+        pt.pruned_to = log_start
+        return len(changes)
+
+    def _put_chunked(self, changes: dict[str, Any], applied: Callable[[str, Any], None]) -> None:
+        """Write ``changes`` in atomic records of at most :data:`PRUNE_CHUNK` keys, calling
+        ``applied(key, value)`` for each key once its record is durable."""
+        items = list(changes.items())
+        for i in range(0, len(items), PRUNE_CHUNK):
+            part = dict(items[i:i + PRUNE_CHUNK])
+            self._store.put_many(part)
+            for k, v in part.items():
+                applied(k, v)
 
     def check_produce(self, key: PartitionKey, producer_id: int, epoch: int) -> None:
         """A transactional batch may be written: its producer's transaction is ONGOING with
@@ -504,6 +567,27 @@ class Transactions:
                 self._complete(t, False, write_marker, commit_offsets)
                 self._fence(t, bump)
                 out.append(t.transactional_id)
+        return out
+
+    def expire_ids(self, expiration_ms: int) -> list[str]:
+        """Kafka's ``transactional.id.expiration.ms``: delete (durably) the coordinator
+        records in Empty, CompleteCommit or CompleteAbort not updated for at least
+        ``expiration_ms`` (ms; ``updated_us`` is µs). Their producer ids and epochs are
+        forgotten: a request naming the id gets INVALID_PRODUCER_ID_MAPPING (or
+        TRANSACTIONAL_ID_NOT_FOUND from DescribeTransactions), InitProducerId starts it
+        afresh. Returns the ids expired. Raises MetadataNotSaved (those not yet written
+        are kept)."""
+        limit = self._clock() - expiration_ms * 1000
+        doomed = {f"tx/{tid}": None for tid, t in self.txns.items() if t.state in EXPIRABLE and t.updated_us <= limit}
+        out: list[str] = []
+
+        def applied(k: str, _v: Any) -> None:
+            t = self.txns.pop(k[3:])
+            if self.by_producer.get(t.producer_id) == t.transactional_id:
+                del self.by_producer[t.producer_id]
+            out.append(t.transactional_id)
+
+        self._put_chunked(doomed, applied)
         return out
 
     def orphans(self) -> list[tuple[PartitionKey, int, int]]:

@@ -437,6 +437,7 @@ class ClassicGroup:
         self.group_id = group_id
         self.config = config or GroupConfig()
         self.state = State.EMPTY
+        self.state_since_ms: int | None = None  # when the state last changed (None: Empty since creation)
         self.generation_id = 0
         self.protocol_type: str | None = None
         self.protocol_name: str | None = None
@@ -509,6 +510,8 @@ class ClassicGroup:
         nxt = TRANSITIONS.get((prev, event))
         if nxt is None:
             raise IllegalTransition(prev, event)
+        if nxt is not prev:
+            self.state_since_ms = now_ms  # Kafka's currentStateTimestamp (offset expiry of Empty groups)
         self.state = nxt
         if self._observer is not None:
             self._observer(self.group_id, prev, event, nxt)

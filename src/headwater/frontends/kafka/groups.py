@@ -34,6 +34,7 @@ import logging
 from typing import Any, Iterable
 
 from ...config import KafkaConfig
+from ...core.offsets import GROUP
 from ...core.groups.classic import (
     Completion,
     GroupConfig,
@@ -172,3 +173,31 @@ class KafkaGroups:
         outcome = self.coordinator.delete(group_id, now_ms=self.now_ms())
         self._settle(())
         return outcome
+
+    # ------------------------------------------------------------------ offset retention
+    def expire_offsets(self, broker, retention_ms: int) -> int:
+        """Kafka's ``offsets.retention.minutes`` (KIP-211): delete the committed offsets of
+        groups that are not in use (no group here, or Empty for at least ``retention_ms``)
+        and not committed for ``retention_ms`` (``Broker.expire_group_offsets``); an Empty
+        group left with no offsets is removed, as Kafka's goes Dead. Returns the offsets
+        deleted."""
+        now = self.now_ms()
+
+        def in_use(name: str) -> bool:
+            g = self.coordinator.get(name)
+            if g is None:
+                return False
+            if g.state is not State.EMPTY:
+                return True
+            return g.state_since_ms is not None and now - g.state_since_ms < retention_ms
+
+        doomed = broker.expire_group_offsets(retention_ms, in_use)
+        if not doomed:
+            return 0
+        names = {k[4] for k in doomed}
+        for name in names - broker.committed_names(GROUP):
+            g = self.coordinator.get(name)
+            if g is not None and g.state is State.EMPTY:
+                self.delete(name)
+        log.info("committed offsets expired", extra={"kv": {"groups": sorted(names), "offsets": len(doomed)}})
+        return len(doomed)
