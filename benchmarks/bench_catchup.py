@@ -1,0 +1,222 @@
+"""Catch-up reads: a consumer far behind reads a topic back from the disk, not the page cache.
+
+Usage::
+
+    python benchmarks/bench_catchup.py --server-python /work/wt/before6/.venv/bin/python \\
+        --server-python .venv/bin/python --gb 2 --passes 2
+
+For each ``--server-python`` (that venv's code, ``headwater serve`` on 127.0.0.1) it writes
+``--gb`` GB of ``--size``-byte messages into a one-partition topic with our raw generator
+(batches of 1000, 8 in flight), with ``[system] write_behind_cache_bytes`` set to ``--budget``
+(smaller than the topic, so the topic does not fit the budget, as compare.py's 1 KB topic does
+not fit the default 2 GiB). Then, pass after pass and server after server, it reads the whole
+topic back from offset 0 with compare.py's raw poller (``RAW_POLL_COUNT`` = 10000 messages per
+poll, ``RAW_POLL_WINDOW`` = 2 polls in flight):
+
+- ``cold``: every segment file first written back (``fdatasync``) and dropped from the page
+  cache (``posix_fadvise(POSIX_FADV_DONTNEED)``), so every byte comes from the disk;
+- ``warm``: right after, with whatever the cold pass left in the page cache.
+
+During each read a second connection sends Ping (code 1) one at a time and records the round
+trips: a read that blocks the server's event loop shows up as that client's latency.
+
+Per pass it prints GB/s of payload, the server's CPU per million messages (``/proc/<pid>/stat``,
+user + system), the Ping round trip p50 / p99 / max in ms, and how much of the topic's files is
+in the page cache after the read (``fincore``). The disk's own reference in the same run:
+``O_DIRECT`` sequential reads of the same segment files (4 MiB reads, nothing cached), and
+buffered reads (1 MiB ``readinto``) after the same DONTNEED drop, which include the cost of
+putting the pages into the page cache.
+
+Numbers only; nothing here asserts a speed (docs/benchmarks.md keeps the results).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import glob
+import mmap
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent / "tools"))
+
+from bench_iggy_poll import fill, sdk_client  # noqa: E402
+from compare_servers import Headwater  # noqa: E402
+
+GB = 1_000_000_000
+
+
+class BudgetHeadwater(Headwater):
+    """``headwater serve`` with ``[system] write_behind_cache_bytes`` set through its env key."""
+
+    def __init__(self, base: Path, python: str, budget: int | None):
+        super().__init__(base, python)
+        self.budget = budget
+
+    def env(self) -> dict:
+        env = super().env()
+        if self.budget is not None:
+            env["HEADWATER_SYSTEM_WRITE_BEHIND_CACHE_BYTES"] = str(self.budget)
+        return env
+
+
+def segment_files(data: Path) -> list[str]:
+    return sorted(glob.glob(str(data / "**" / "*.log"), recursive=True))
+
+
+def drop_cache(files: list[str]) -> None:
+    """Write each file back and drop its pages from the page cache."""
+    from headwater.storage.local.readahead import evict
+
+    for path in files:
+        evict(path)
+
+
+def cached_bytes(files: list[str]) -> int:
+    """Bytes of ``files`` in the page cache (util-linux ``fincore``)."""
+    if not files or shutil.which("fincore") is None:
+        return -1
+    out = subprocess.run(["fincore", "--bytes", "--noheadings", "--output", "RES", *files],
+                         capture_output=True, text=True, check=False).stdout
+    return sum(int(x) for x in out.split() if x.isdigit())
+
+
+def disk_reference(files: list[str]) -> tuple[float, float]:
+    """(O_DIRECT GB/s, buffered-after-drop GB/s) of reading ``files`` sequentially."""
+    block = 4 << 20
+    buf = mmap.mmap(-1, block)  # page-aligned, as O_DIRECT wants
+    total, t0 = 0, time.perf_counter()
+    for path in files:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+        try:
+            pos = 0
+            while True:
+                n = os.preadv(fd, [buf], pos)
+                total += n
+                pos += n
+                if n < block:
+                    break
+        finally:
+            os.close(fd)
+    direct = total / (time.perf_counter() - t0) / GB
+    drop_cache(files)
+    chunk = bytearray(1 << 20)
+    total, t0 = 0, time.perf_counter()
+    for path in files:
+        with open(path, "rb", buffering=0) as f:
+            while n := f.readinto(chunk):
+                total += n
+    buffered = total / (time.perf_counter() - t0) / GB
+    drop_cache(files)
+    return direct, buffered
+
+
+class Pinger:
+    """A second client: Ping after Ping on its own connection, round trips recorded (ms)."""
+
+    def __init__(self, address: str):
+        from _harness import IggyConn
+
+        self.conn = IggyConn(address, timeout=60)
+        self.conn.login()
+        self.frame = self.conn.frame(1)
+        self.lat: list[float] = []
+        self.stop = threading.Event()
+        self.thread: threading.Thread | None = None
+
+    def _run(self) -> None:
+        while not self.stop.is_set():
+            t0 = time.perf_counter()
+            self.conn.send(self.frame)
+            if self.conn.read()[:2] != ("reply", 0):
+                raise RuntimeError("Ping refused")
+            self.lat.append((time.perf_counter() - t0) * 1000)
+            time.sleep(0.001)
+
+    def start(self) -> None:
+        self.lat, self.stop = [], threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def finish(self) -> tuple[float, float, float]:
+        self.stop.set()
+        self.thread.join()
+        lat = sorted(self.lat) or [0.0]
+        return lat[len(lat) // 2], lat[min(len(lat) - 1, int(len(lat) * 0.99))], lat[-1]
+
+
+def read_back(server, messages: int, size: int) -> tuple[float, float]:
+    """(seconds, server CPU seconds) of compare.py's raw poller reading the topic from offset 0."""
+    from compare_clients import IggyRaw
+
+    spec = {"target": {"iggy": server.iggy, "stream": "bench", "topic": "poll"}, "size": size}
+    raw = IggyRaw(spec)
+    try:
+        s0 = server.cpu()
+        res = raw.consume_raw({"expect": messages, "deadline_s": 600})
+        if res["count"] < messages:
+            raise RuntimeError(f"read back {res['count']} of {messages}")
+        return res["t1"] - res["t0"], server.cpu() - s0
+    finally:
+        raw.conn.close()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--server-python", action="append", default=[],
+                    help="a venv's python whose code serves (repeatable; default this interpreter)")
+    ap.add_argument("--gb", type=float, default=2.0, help="GB of payload written (default 2)")
+    ap.add_argument("--size", type=int, default=1024, help="payload bytes (default 1024)")
+    ap.add_argument("--budget", type=int, default=512 << 20,
+                    help="write_behind_cache_bytes for the servers (default 512 MiB)")
+    ap.add_argument("--passes", type=int, default=2)
+    args = ap.parse_args()
+    pythons = args.server_python or [sys.executable]
+    messages = int(args.gb * GB / args.size) // 1000 * 1000
+    base = Path(tempfile.mkdtemp(prefix="bench-catchup-", dir=os.environ.get("BENCH_DIR")))
+    servers = []
+    try:
+        for i, python in enumerate(pythons):
+            server = BudgetHeadwater(base / str(i), os.path.abspath(python), args.budget).start()
+            servers.append(server)
+            loop = asyncio.new_event_loop()
+            loop.run_until_complete(sdk_client(server.iggy, create=True))
+            t0, s0 = time.perf_counter(), server.cpu()
+            fill(server.iggy, args.size, messages)
+            print(f"server {i} ({python}): wrote {messages:,} x {args.size} B in {time.perf_counter() - t0:.1f} s, "
+                  f"{(server.cpu() - s0) / messages * 1e6:.2f} s/M", flush=True)
+            server.files = segment_files(server.data)
+            server.pinger = Pinger(server.iggy)
+        print("| pass | server | read | GB/s | server CPU s/M | Ping p50 / p99 / max ms | cached after GB | "
+              "disk O_DIRECT GB/s | disk buffered GB/s | load |")
+        print("|---|---|---|---:|---:|---|---:|---:|---:|---|")
+        for n in range(args.passes):
+            for i, server in enumerate(servers):
+                direct, buffered = disk_reference(server.files)
+                for kind in ("cold", "warm"):
+                    if kind == "cold":
+                        drop_cache(server.files)
+                    server.pinger.start()
+                    wall, cpu = read_back(server, messages, args.size)
+                    p50, p99, top = server.pinger.finish()
+                    print(f"| {n + 1} | {i} | {kind} | {messages * args.size / wall / GB:.2f} | "
+                          f"{cpu / messages * 1e6:.3f} | {p50:.2f} / {p99:.2f} / {top:.1f} | "
+                          f"{cached_bytes(server.files) / GB:.2f} | {direct:.2f} | {buffered:.2f} | "
+                          f"{os.getloadavg()[0]:.1f} |", flush=True)
+    finally:
+        for server in servers:
+            server.stop()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
