@@ -23,7 +23,8 @@ During each read a second connection sends Ping (code 1) one at a time and recor
 trips: a read that blocks the server's event loop shows up as that client's latency.
 
 Per pass it prints GB/s of payload, the server's CPU per million messages (``/proc/<pid>/stat``,
-user + system), the Ping round trip p50 / p99 / max in ms, and how much of the topic's files is
+user + system), the share of the read the event loop's thread spent waiting for the disk
+(:class:`LoopSampler`), the Ping round trip p50 / p99 / max in ms, and how much of the topic's files is
 in the page cache after the read (``fincore``). The disk's own reference, measured right before
 each cold read: ``O_DIRECT`` sequential reads of the same segment files (8 MiB reads, one and two
 at a time, nothing cached), and buffered reads (1 MiB ``readinto``) after the same DONTNEED drop,
@@ -160,6 +161,41 @@ class Pinger:
         return lat[len(lat) // 2], lat[min(len(lat) - 1, int(len(lat) * 0.99))], lat[-1]
 
 
+class LoopSampler:
+    """Samples the state of the server's main thread (the event loop) every millisecond from
+    ``/proc/<pid>/task/<pid>/stat``: the share of samples in ``D`` (uninterruptible sleep: a
+    ``pread`` waiting for the disk) is how much of the read the loop spent blocked on the disk,
+    whatever the load on the machine does to the Ping round trips."""
+
+    def __init__(self, pid: int):
+        self.path = f"/proc/{pid}/task/{pid}/stat"
+        self.samples = self.blocked = 0
+        self.stop = threading.Event()
+        self.thread: threading.Thread | None = None
+
+    def _run(self) -> None:
+        while not self.stop.is_set():
+            try:
+                with open(self.path) as f:
+                    state = f.read().rsplit(")", 1)[1].split()[0]
+            except OSError:
+                return
+            self.samples += 1
+            self.blocked += state == "D"
+            time.sleep(0.001)
+
+    def start(self) -> None:
+        self.samples = self.blocked = 0
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def finish(self) -> float:
+        self.stop.set()
+        self.thread.join()
+        return 100.0 * self.blocked / max(1, self.samples)
+
+
 def read_back(server, messages: int, size: int) -> tuple[float, float]:
     """(seconds, server CPU seconds) of compare.py's raw poller reading the topic from offset 0."""
     from compare_clients import IggyRaw
@@ -205,9 +241,10 @@ def main() -> None:
                   f"in {time.perf_counter() - t0:.1f} s, {(server.cpu() - s0) / messages * 1e6:.2f} s/M", flush=True)
             server.files = segment_files(server.data)
             server.pinger = Pinger(server.iggy)
-        print("| pass | server | read | GB/s | server CPU s/M | Ping p50 / p99 / max ms | cached after GB | "
-              "disk O_DIRECT x1 / x2 GB/s | disk buffered GB/s | load |")
-        print("|---|---|---|---:|---:|---|---:|---|---:|---|")
+            server.sampler = LoopSampler(server.pid)
+        print("| pass | server | read | GB/s | server CPU s/M | loop in disk wait | Ping p50 / p99 / max ms | "
+              "cached after GB | disk O_DIRECT x1 / x2 GB/s | disk buffered GB/s | load |")
+        print("|---|---|---|---:|---:|---:|---|---:|---|---:|---|")
         for n in range(args.passes):
             for i, server in enumerate(servers):
                 # pass 1 first reads the topic as writing left the page cache (compare.py's case)
@@ -218,10 +255,12 @@ def main() -> None:
                         ref = f"{direct:.2f} / {direct2:.2f} | {buffered:.2f}"
                         drop_cache(server.files)
                     server.pinger.start()
+                    server.sampler.start()
                     wall, cpu = read_back(server, messages, args.size)
+                    blocked = server.sampler.finish()
                     p50, p99, top = server.pinger.finish()
                     print(f"| {n + 1} | {i} | {kind} | {messages * args.size / wall / GB:.2f} | "
-                          f"{cpu / messages * 1e6:.3f} | {p50:.2f} / {p99:.2f} / {top:.1f} | "
+                          f"{cpu / messages * 1e6:.3f} | {blocked:.0f} % | {p50:.2f} / {p99:.2f} / {top:.1f} | "
                           f"{cached_bytes(server.files) / GB:.2f} | {ref} | "
                           f"{os.getloadavg()[0]:.1f} |", flush=True)
     finally:
