@@ -133,7 +133,8 @@ DEPTH = 2
 that many reads at once)."""
 
 HELD_BYTES = 64 << 20
-"""Chunks read ahead and not yet taken, all segments together, at most (oldest dropped)."""
+"""Bytes of the chunks the workers read (or are reading) held for reads to use, all segments
+together, at most (the least recently used dropped first; a read that then misses reads again)."""
 
 _held: OrderedDict[tuple[int, int], tuple[concurrent.futures.Future, int]] = OrderedDict()
 _held_bytes = 0
@@ -173,7 +174,7 @@ def read_chunk(path: str, position: int, length: int) -> bytes | None:
 
 def start(serial: int, path: str, position: int, length: int) -> concurrent.futures.Future:
     """Have the worker read ``[position, position + length)`` of segment ``serial`` (its file
-    ``path``) and hold the result for :func:`take`; the future of that read. Event loop only."""
+    ``path``) and hold the result for :func:`find`; the future of that read. Event loop only."""
     global _held_bytes
     key = (serial, position)
     held = _held.get(key)
@@ -203,6 +204,7 @@ def find(serial: int, position: int) -> tuple[concurrent.futures.Future, int, in
 
 
 def missing(path: str, position: int, length: int, future: concurrent.futures.Future) -> NotCached:
+    """The NotCached a read raises while ``future`` (a worker's read of the range) runs."""
     return NotCached(f"{path}: bytes {position}..{position + length} are not in the page cache", future)
 
 

@@ -13,7 +13,8 @@ byte-identical to the wire (see :mod:`headwater.codec.batch`)::
 Batch k+1's base_offset is batch k's base_offset + message_count. A
 preallocated segment has zero bytes after its data: a header whose
 batch_length is zero marks the end. Writes are ``os.pwrite`` at the end of
-the data; reads are ``os.pread`` into one buffer sliced into memoryviews.
+the data; reads are ``os.pread`` into one buffer sliced into memoryviews (a ``nowait``
+read leaves chunks that are not in the page cache to a worker thread: :mod:`.readahead`).
 """
 
 from __future__ import annotations
