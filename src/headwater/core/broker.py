@@ -22,7 +22,7 @@ import xxhash
 from ..codec import batch as batch_codec
 from ..codec.errors import CodecError
 from ..codec.record_key import compaction_key
-from ..storage.api import CorruptSegment, StorageEngine, StorageError, StorageWriteError
+from ..storage.api import CorruptSegment, NotCached, StorageEngine, StorageError, StorageWriteError
 from . import errors
 from .catalog import Catalog, Stream, Topic, next_id, validate_name
 from .groups.assigned import AssignedGroup
@@ -69,6 +69,10 @@ class Stats:
     clients: int
     consumer_groups: int
     started_at_us: int
+
+
+READ_MISS_TRIES = 4
+"""Reads of a poll that may find their bytes missing from the page cache before one waits."""
 
 
 class Broker:
@@ -1138,31 +1142,49 @@ class Broker:
             tx.unrecord_batch(key, producer_id, base)
         return done
 
+    async def read_visible_waiting(self, p: Partition, start_offset: int, count: int, max_bytes: int = 1 << 62,
+                                   *, resume: bool = True):
+        """:meth:`read_visible` that never waits for the disk on the event loop: bytes that are
+        not in the page cache are read in on storage's worker thread while other clients are
+        served (storage's NotCached), then the read runs again from the start, against the
+        state of that moment. After ``READ_MISS_TRIES`` misses in a row (pages evicted as fast
+        as they come in) it reads waiting. Raises what :meth:`read_visible` raises, and
+        PartitionNotFound when the partition was deleted meanwhile."""
+        for _ in range(READ_MISS_TRIES):
+            try:
+                return self.read_visible(p, start_offset, count, max_bytes, resume=resume, nowait=True)
+            except NotCached as miss:
+                await asyncio.wrap_future(miss.future)
+            if self.catalog.topic(p.stream_id, p.topic_id).partitions.get(p.id) is not p:
+                raise errors.PartitionNotFound(f"partition {p.id} was deleted during the read")
+        return self.read_visible(p, start_offset, count, max_bytes, resume=resume)
+
     def last_stable_offset(self, p: Partition) -> int:
         """The first offset of the oldest open transaction on ``p``, else its high watermark."""
         return self.transactions.last_stable_offset((p.stream_id, p.topic_id, p.id), p.high_watermark)
 
     def read_visible(self, p: Partition, start_offset: int, count: int, max_bytes: int = 1 << 62, *,
-                     resume: bool = True):
+                     resume: bool = True, nowait: bool = False):
         """:meth:`Partition.read` for consumers that must not see transaction internals
         (Iggy polls): stops at the last stable offset and skips markers and aborted
         batches (whole stored batches). Returns ``(batches, messages, next_offset)``,
         ``next_offset`` being where the next read should start (when ``resume`` is false it
         may be None instead: a reader that will not commit need not have it worked out).
         Raises CorruptData when the partition is fenced (also when it holds an open
-        transaction)."""
+        transaction). ``nowait``: see :meth:`Partition.read` (NotCached)."""
         p.require_readable()
         pt = self.transactions.peek((p.stream_id, p.topic_id, p.id))
         pos = max(start_offset, p.log_start_offset)
         if pt is None:
-            batches, n = p.read(pos, count, max_bytes)
+            batches, n = p.read(pos, count, max_bytes, nowait=nowait)
             # (the offset after the last frame: gaps compaction left included)
             return batches, n, p.next_offset_after(batches, pos) if resume else None
         lso = pt.last_stable_offset(p.high_watermark)
         out: list = []
         n = size = 0
         while n < count and pos < lso and size < max_bytes:
-            got, _ = p.read(pos, min(pt.visible_end(pos, count - n), lso) - pos, max(max_bytes - size, 1))
+            got, _ = p.read(pos, min(pt.visible_end(pos, count - n), lso) - pos, max(max_bytes - size, 1),
+                            nowait=nowait)
             if not got:
                 break
             for b in got:

@@ -176,7 +176,8 @@ class Partition:
 
     # --- reads ---
     def read(
-        self, start_offset: int, count: int, max_bytes: int = 1 << 62, *, metered: bool = True
+        self, start_offset: int, count: int, max_bytes: int = 1 << 62, *, metered: bool = True,
+        nowait: bool = False,
     ) -> tuple[list[bytes | memoryview], int]:
         """Up to ``count`` messages at offsets >= ``start_offset``, as batches sliced at the edges.
 
@@ -187,6 +188,8 @@ class Partition:
         Raises CorruptData when storage refuses a damaged segment or the
         partition is fenced. ``metered``: count the read in ``messages_out`` /
         ``bytes_out`` (False for reads that are not consumers', e.g. the console's).
+        ``nowait``: raise storage's NotCached (the bytes being read in on a worker thread)
+        instead of waiting for bytes that are not in the page cache.
         """
         self.require_readable()
         if count <= 0:
@@ -195,7 +198,7 @@ class Partition:
         if start >= self.log.next_offset:
             return [], 0
         try:
-            stored = self.log.read(start, count, max_bytes)
+            stored = self.log.read(start, count, max_bytes, nowait=nowait)
         except CorruptSegment as e:
             raise errors.CorruptData(str(e)) from e
         out: list[bytes | memoryview] = []

@@ -176,14 +176,15 @@ class PartitionLog(Protocol):
         storage (raising SyncFailed if a sync fails), or None when no sync is
         pending. Raises SyncFailed when the log is fenced."""
 
-    def read(self, start_offset: int, max_messages: int, max_bytes: int) -> list[memoryview]:
+    def read(self, start_offset: int, max_messages: int, max_bytes: int, *, nowait: bool = False) -> list[memoryview]:
         """Whole stored batches holding offsets >= start_offset, oldest first.
 
         The first batch may begin before ``start_offset`` (callers slice).
         Stops once ``max_messages`` offsets from start_offset on are covered or
         ``max_bytes`` would be passed, but always returns at least one batch
         when one exists. Batches are re-verified when the policy says
-        ``validate_checksum``; a mismatch raises CorruptSegment.
+        ``validate_checksum``; a mismatch raises CorruptSegment. ``nowait``: raise
+        NotCached instead of waiting for bytes that are not in the page cache.
         """
 
     def offset_for_timestamp(self, timestamp_us: int) -> int | None:
@@ -363,3 +364,15 @@ def open_engine(url: str, *, lock: EngineLock | None = None, write_behind_cache_
             return LocalEngine(rest, lock=lock)
         return LocalEngine(rest, lock=lock, write_behind_cache_bytes=write_behind_cache_bytes)
     raise ValueError(f"unknown storage engine scheme {scheme!r} in {url!r}")
+
+
+class NotCached(Exception):
+    """A read asked not to block (``nowait``) needs bytes that are not in the page cache.
+
+    ``future`` (a ``concurrent.futures.Future``) completes once a worker thread has read them
+    in; the caller awaits it (``asyncio.wrap_future``) and reads again. Never reaches a client:
+    it is not a :class:`StorageError`, and only readers that ask for ``nowait`` get it."""
+
+    def __init__(self, message: str, future: Any):
+        super().__init__(message)
+        self.future = future

@@ -157,7 +157,7 @@ class IggyFrontend:
         elif operation == _READ_OPERATION and self.poll_fast_path and self._poll_ready(ctx, cs, head):
             fields = poll_messages_fields(body)
             if fields is not None:
-                return self._poll(ctx, cs, head, fields)
+                return await self._poll(ctx, cs, head, fields)
         try:
             header = framing.decode_request_header(head)
         except InvalidOperation as e:
@@ -302,7 +302,7 @@ class IggyFrontend:
         are sessionless in Iggy: the header's client id and session are not checked)."""
         return _CODE.unpack_from(head, framing.CODE_OFFSET)[0] == _POLL_CODE and self._session_live(ctx, cs, head)
 
-    def _poll(self, ctx: Context, cs: "_ConnState", head: bytes, fields) -> bytes | list:
+    async def _poll(self, ctx: Context, cs: "_ConnState", head: bytes, fields) -> bytes | list:
         """Serve a PollMessages that :meth:`_poll_ready` passed and whose body
         ``poll_messages_fields`` read: the same reply bytes, status and metrics as the full
         path (the reply header, the 16-byte prefix, the stored batches as they were read)."""
@@ -310,7 +310,7 @@ class IggyFrontend:
         ctx.header = None  # (the full path's decoded header: not built here, no handler reads it)
         t0 = time.perf_counter()
         try:
-            payload = poll_batches(ctx, *fields)
+            payload = await poll_batches(ctx, *fields)
         except Exception as e:
             _POLL_TIMED.observe(time.perf_counter() - t0)
             return framing.encode_reply_to_head(head, b"", self._refusal(_POLL_CODE, e), op=op)

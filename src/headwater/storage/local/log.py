@@ -338,7 +338,7 @@ class LocalPartitionLog:
         """Index of the segment whose range starts at or below ``offset`` (0 if none)."""
         return max(0, bisect_right(self._segments, offset, key=lambda s: s.start_offset) - 1)
 
-    def read(self, start_offset: int, max_messages: int, max_bytes: int) -> list[memoryview]:
+    def read(self, start_offset: int, max_messages: int, max_bytes: int, *, nowait: bool = False) -> list[memoryview]:
         """Whole stored batches holding offsets >= ``start_offset``, oldest first.
 
         The first batch may begin before ``start_offset``; a start below
@@ -348,7 +348,10 @@ class LocalPartitionLog:
         batch is always returned when one exists. Each item is a read-only
         memoryview of one batch read with ``os.pread``. With
         ``validate_checksum`` each batch is re-verified (``batch.verify``).
-        Raises CorruptSegment (file and byte position in the message).
+        Raises CorruptSegment (file and byte position in the message). ``nowait``: raises
+        NotCached, after starting to read them in on a worker thread, rather than wait
+        for bytes that are not in the page cache (:mod:`.readahead`); read again once its
+        future is done.
         """
         self._check_open()
         out: list[memoryview] = []
@@ -364,7 +367,7 @@ class LocalPartitionLog:
             if seg.size == 0 or seg.end_offset <= start_offset:
                 continue
             self._touch(seg)
-            used, wanted = seg.read(start_offset, wanted, max_bytes - taken, not out, validate, out)
+            used, wanted = seg.read(start_offset, wanted, max_bytes - taken, not out, validate, out, nowait)
             taken += used
             if wanted <= 0:
                 break

@@ -13,12 +13,14 @@ byte-identical to the wire (see :mod:`headwater.codec.batch`)::
 Batch k+1's base_offset is batch k's base_offset + message_count. A
 preallocated segment has zero bytes after its data: a header whose
 batch_length is zero marks the end. Writes are ``os.pwrite`` at the end of
-the data; reads are ``os.pread`` into one buffer sliced into memoryviews.
+the data; reads are ``os.pread`` into one buffer sliced into memoryviews (a ``nowait``
+read leaves chunks that are not in the page cache to a worker thread: :mod:`.readahead`).
 """
 
 from __future__ import annotations
 
 import errno
+import itertools
 import os
 import struct
 from array import array
@@ -27,6 +29,8 @@ from headwater.codec import batch as codec_batch
 from headwater.codec.batch import BATCH_HEADER_SIZE
 from headwater.storage.api import CorruptSegment, SegmentInfo, StorageError, StorageWriteError
 
+from . import readahead
+from .readahead import pread_exact
 from .index import SegmentIndex, decode_entries, read_index_file
 
 LOG_SUFFIX = ".log"
@@ -39,6 +43,8 @@ MIN_BATCH_SIZE = BATCH_HEADER_SIZE + 48
 _HEADER_FIELDS = struct.Struct("<8xQQ8xQ8xI")
 _CHUNK_MIN = 64 * 1024
 _CHUNK_MAX = 16 * 1024 * 1024
+
+_SERIALS = itertools.count(1)
 
 unpack_header = _HEADER_FIELDS.unpack_from
 """``unpack_header(buf, pos) -> (base_offset, base_timestamp_us, batch_length, message_count)``."""
@@ -65,14 +71,18 @@ class ChunkReader:
     is not inside the current one. Returned views stay valid (each chunk is an
     immutable ``bytes``)."""
 
-    __slots__ = ("fd", "end", "chunk_bytes", "_buf", "_start")
+    __slots__ = ("fd", "end", "chunk_bytes", "_buf", "_start", "owner", "used_held")
 
-    def __init__(self, fd: int, end: int, chunk_bytes: int = 1 << 20):
+    def __init__(self, fd: int, end: int, chunk_bytes: int = 1 << 20, owner: "Segment | None" = None):
         self.fd = fd
         self.end = end
         self.chunk_bytes = chunk_bytes
         self._buf = b""
         self._start = 0
+        self.owner = owner
+        """Set: the read may not block (``nowait``): a chunk not all in the page cache raises
+        NotCached instead of being read (see :mod:`.readahead`)."""
+        self.used_held = False  # a chunk came from a worker's read
 
     def view(self, position: int, length: int) -> memoryview:
         """Bytes ``[position, position + length)``, shorter only where ``end`` cuts it."""
@@ -81,25 +91,14 @@ class ChunkReader:
             rel = position - start
             return memoryview(self._buf)[rel : rel + length]
         want = min(max(length, self.chunk_bytes), self.end - position)
-        self._buf = pread_exact(self.fd, max(want, 0), position)
+        held = None if self.owner is None else self.owner.ahead(position, want, length)
+        if held is not None:
+            self.used_held = True
+            self._buf = held
+        else:
+            self._buf = pread_exact(self.fd, max(want, 0), position)
         self._start = position
         return memoryview(self._buf)[:length]
-
-
-def pread_exact(fd: int, length: int, position: int) -> bytes:
-    """``os.pread`` until ``length`` bytes or end of file."""
-    data = os.pread(fd, length, position)
-    if len(data) == length or not data:
-        return data
-    parts = [data]
-    got = len(data)
-    while got < length:
-        more = os.pread(fd, length - got, position + got)
-        if not more:
-            break
-        parts.append(more)
-        got += len(more)
-    return b"".join(parts)
 
 
 def pwrite_all(fd: int, data: bytes | bytearray | memoryview, position: int) -> None:
@@ -152,6 +151,8 @@ class Segment:
         "_fd",
         "_index",
         "_file_size",
+        "serial",
+        "read_frontier",
     )
 
     def __init__(
@@ -177,6 +178,8 @@ class Segment:
         self._fd: int | None = None
         self._index: SegmentIndex | None = None
         self._file_size = size
+        self.serial = next(_SERIALS)  # names these bytes for reads held by .readahead; renewed by a cut
+        self.read_frontier = 0  # .readahead: where the chunks the workers were asked to read end
 
     # -- lifecycle -----------------------------------------------------------
 
@@ -238,6 +241,7 @@ class Segment:
         """Make sure the log is open and the index loaded (sealed segments load lazily)."""
         if self._fd is None:
             self._fd = os.open(self.log_path, os.O_RDONLY)
+            readahead.sequential(self._fd)  # a sealed segment is read front to back
         if self._index is None:
             raw = read_index_file(self.index_path) or b""
             self._index = SegmentIndex(self.index_path, decode_entries(raw), None, self.index_interval_bytes)
@@ -375,6 +379,7 @@ class Segment:
             os.close(fd)
             self._fd = fd = os.open(self.log_path, os.O_RDWR)
         os.ftruncate(fd, position)
+        self.serial = next(_SERIALS)  # chunks read ahead of the cut must not be served again
         os.fsync(fd)
         if self._index.fd is None:
             self._index.fd = os.open(self.index_path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -396,6 +401,46 @@ class Segment:
             return 0, self.start_offset
         return floor[1], floor[0]
 
+    def ahead(self, position: int, want: int, length: int) -> bytes | memoryview | None:
+        """Before a ``nowait`` read of the chunk ``[position, position + want)``, of which
+        ``length`` bytes are needed now: bytes from ``position`` on (at least ``length``) that
+        the workers already read for this segment, or None when the whole chunk is in the
+        page cache (read it); otherwise raises NotCached, a worker reading what is missing
+        (see :mod:`.readahead`). A batch running from one chunk read into the next is joined
+        (one copy of that batch)."""
+        held = readahead.find(self.serial, position)
+        if held is not None:
+            data = memoryview(self._held_data(position, *held))
+            have = len(data) - (position - held[1])
+            if have >= length:
+                return data[position - held[1] :]
+            following = readahead.find(self.serial, held[1] + held[2]) if len(data) == held[2] else None
+            if following is not None and following[1] == held[1] + held[2]:
+                more = memoryview(self._held_data(position, *following))
+                if have + len(more) >= length:
+                    return b"".join((data[position - held[1] :], more[: length - have]))
+        if readahead.cached(self._fd, position, want):
+            return None
+        self.read_frontier = position + want
+        future = readahead.start(self.serial, self.log_path, position, want)
+        raise readahead.missing(self.log_path, position, want, future)
+
+    def _held_data(self, position: int, future, start_at: int, size: int) -> bytes:
+        if not future.done():
+            raise readahead.missing(self.log_path, position, start_at + size - position, future)
+        return future.result() or b""
+
+    def read_on(self, position: int, length: int) -> None:
+        """After a ``nowait`` read that used bytes the workers read: keep them reading
+        :data:`.readahead.DEPTH` chunks of ``length`` bytes past ``position`` (where that read
+        stopped), each chunk starting where the one before ends, for the next polls."""
+        frontier = max(self.read_frontier, position)
+        while frontier < self.size and frontier < position + readahead.DEPTH * length:
+            step = min(length, self.size - frontier)
+            readahead.start(self.serial, self.log_path, frontier, step)
+            frontier += step
+        self.read_frontier = frontier
+
     def first_timestamp_us(self) -> int | None:
         """base_timestamp of the first batch (from the index's first entry), None when empty."""
         if self.size == 0:
@@ -411,6 +456,7 @@ class Segment:
         need_one: bool,
         validate: bool,
         out: list,
+        nowait: bool = False,
     ) -> tuple[int, int]:
         """Append to ``out`` whole batches holding offsets >= ``start_offset``.
 
@@ -429,7 +475,9 @@ class Segment:
         ``message_count - (start_offset - base_offset)`` messages (exact without
         gaps, an underestimate with them). Raises CorruptSegment naming the file
         and byte position on a malformed header, offsets going backwards, or
-        (``validate``) a batch that fails ``batch.verify``.
+        (``validate``) a batch that fails ``batch.verify``. With ``nowait``, raises
+        NotCached (views already added to ``out`` are then to be dropped) instead of
+        reading bytes that are not in the page cache (see :mod:`.readahead`).
         """
         self.acquire()
         end = self.size
@@ -437,7 +485,8 @@ class Segment:
         per_message = self.size / max(1, self.end_offset - self.start_offset)
         estimate = int(per_message * max(1, wanted)) + self.index_interval_bytes + 4096
         cap = max(_CHUNK_MIN, min(max_bytes + self.index_interval_bytes + 4096, _CHUNK_MAX))
-        reader = ChunkReader(self._fd, end, max(_CHUNK_MIN, min(estimate, cap)))
+        first_chunk = max(_CHUNK_MIN, min(estimate, cap))
+        reader = ChunkReader(self._fd, end, first_chunk, self if nowait else None)
         taken = 0
         while position < end:
             head = reader.view(position, BATCH_HEADER_SIZE)
@@ -460,6 +509,8 @@ class Segment:
                     position = following
                     continue
             if not need_one and taken + length > max_bytes:
+                if reader.used_held:
+                    self.read_on(position, first_chunk)
                 return taken, 0
             if reader.chunk_bytes < cap:  # taking batches: read further ahead next time
                 reader.chunk_bytes = min(reader.chunk_bytes * 2, cap)
@@ -473,9 +524,11 @@ class Segment:
             taken += length
             need_one = False
             wanted -= max(0, count - (start_offset - base_offset)) if base_offset < start_offset else count
-            if wanted <= 0:
-                return taken, wanted
             position += length
+            if wanted <= 0:
+                break
+        if reader.used_held:  # a catch-up reader: its next chunk is read while this one is served
+            self.read_on(position, first_chunk)
         return taken, wanted
 
     def offset_for_timestamp(self, timestamp_us: int) -> int | None:

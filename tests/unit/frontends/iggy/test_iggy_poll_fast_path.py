@@ -222,21 +222,29 @@ def test_anonymous_and_logged_out_polls_are_denied(twins):
     assert _status(conn.poll(req)) == 40 and not conn.fast
 
 
-def test_a_corrupt_segment_fails_closed_on_both_paths(twins):
-    for conn in twins:
-        log = conn.frontend.broker.topic(0, 0).partition(0).log
-        seg = log._segments[-1]
-        with open(seg.log_path, "r+b") as f:  # the last byte of the last stored batch's last frame
-            f.seek(-1, os.SEEK_END)
-            byte = f.read(1)
-            f.seek(-1, os.SEEK_END)
-            f.write(bytes([byte[0] ^ 0x40]))
-    fast, full = twins
+def _flip(path: str, position: int) -> None:
+    with open(path, "r+b") as f:
+        f.seek(position)
+        byte = f.read(1)
+        f.seek(position)
+        f.write(bytes([byte[0] ^ 0x40]))
+
+
+def _fails_closed_on_both_paths(fast, full) -> None:
     req = w.PollMessages(Consumer(ConsumerKind.CONSUMER, 1), 0, 0, 0, PollingStrategy(PollingKind.OFFSET, 0), 1000,
                          False)
     a, b = fast.poll(req), full.poll(req, full=True)
     assert a == b and len(a) == framing.HEADER_SIZE and _status(a) == 4011  # CannotReadMessage
     assert fast.fast
+
+
+def test_a_corrupt_segment_fails_closed_on_both_paths(twins):
+    for conn in twins:
+        log = conn.frontend.broker.topic(0, 0).partition(0).log
+        seg = log._segments[-1]
+        _flip(seg.log_path, os.path.getsize(seg.log_path) - 1)  # the last byte of the last batch's last frame
+    fast, full = twins
+    _fails_closed_on_both_paths(fast, full)
     clean = w.PollMessages(Consumer(ConsumerKind.CONSUMER, 1), 0, 0, 1, PollingStrategy(PollingKind.OFFSET, 0), 10,
                            False)
     assert _status(fast.poll(clean)) == 0  # the other partition still serves
@@ -253,3 +261,56 @@ def test_every_poll_is_timed_once_on_either_path(twins):
     conn.poll(refused)  # PartitionNotFound on the fast path: timed too
     conn.poll(ok, full=True)
     assert sum(timing.counts) - before == 3
+
+
+def _drop_cache(conn) -> None:
+    """Drop the partitions' segment files from the page cache (a consumer far behind: its poll
+    reads from the disk); skips where the filesystem keeps the pages."""
+    from headwater.storage.local import readahead
+
+    for p in (0, 1):
+        for seg in conn.frontend.broker.topic(0, 0).partition(p).log._segments:
+            if not readahead.evict(seg.log_path):
+                pytest.skip("this filesystem keeps the pages in memory")
+
+
+def test_a_poll_of_pages_not_in_the_page_cache_gives_the_cached_bytes(twins):
+    fast, full = twins
+    reqs = [w.PollMessages(Consumer(ConsumerKind.CONSUMER, 1), 0, 0, p, PollingStrategy(PollingKind.OFFSET, o), n,
+                           False) for p, o, n in ((0, 0, 1000), (0, 5, 60), (1, 0, 10))]
+    cached = [fast.poll(r) for r in reqs]
+    assert all(_status(a) == 0 for a in cached)
+    for r, want in zip(reqs, cached):  # (the reply headers differ in the request number only)
+        for conn in twins:
+            _drop_cache(conn)
+        a = fast.poll(r)
+        assert fast.fast and _status(a) == 0 and a[framing.HEADER_SIZE:] == want[framing.HEADER_SIZE:]
+        b = full.poll(r, full=True)
+        assert not full.fast and _status(b) == 0 and b[framing.HEADER_SIZE:] == want[framing.HEADER_SIZE:]
+
+
+def test_a_corrupt_segment_read_from_the_disk_fails_closed_on_both_paths(twins):
+    for conn in twins:
+        seg = conn.frontend.broker.topic(0, 0).partition(0).log._segments[-1]
+        _flip(seg.log_path, 256 + 48 + 1)  # a payload byte of the first stored batch
+        _drop_cache(conn)
+    _fails_closed_on_both_paths(*twins)
+
+
+def test_a_partition_deleted_while_its_bytes_are_read_in(twins):
+    from headwater.core import errors
+
+    fast, _ = twins
+    broker = fast.frontend.broker
+    p = broker.topic(0, 0).partition(0)
+    _drop_cache(fast)
+
+    async def race():
+        task = asyncio.ensure_future(broker.read_visible_waiting(p, 0, 1000))
+        await asyncio.sleep(0)  # the read misses and waits for the worker
+        assert not task.done()
+        broker.delete_topic(0, 0)
+        with pytest.raises((errors.TopicNotFound, errors.PartitionNotFound)):
+            await task
+
+    fast.loop.run_until_complete(race())

@@ -97,20 +97,21 @@ def _poll_partition(ctx: Context, t: Topic, consumer, partition_id: int | None) 
 
 
 @iggy_command(Command.POLL_MESSAGES)
-def poll_messages(ctx: Context, req: w.PollMessages) -> list:
+async def poll_messages(ctx: Context, req: w.PollMessages) -> list:
     s = req.strategy
-    return poll_batches(ctx, req.consumer, req.stream_id, req.topic_id, req.partition_id, s.kind, s.value, req.count,
+    return await poll_batches(ctx, req.consumer, req.stream_id, req.topic_id, req.partition_id, s.kind, s.value, req.count,
                         req.auto_commit)
 
 
-def poll_batches(ctx: Context, consumer, stream_id, topic_id, partition_id: int | None, strategy: int, value: int,
-                 count: int, auto_commit: bool) -> list:
+async def poll_batches(ctx: Context, consumer, stream_id, topic_id, partition_id: int | None, strategy: int,
+                       value: int, count: int, auto_commit: bool) -> list:
     """PollMessages once decoded (the fields of ``w.poll_messages_fields``): resolve the
     topic, check the poll right, pick the partition, read from where ``strategy``/``value``
     say (:class:`PollingKind`), commit when ``auto_commit``. Returns the reply payload as
     buffers: the 16-byte prefix, then the stored batches (views, never copied). Raises what
     the broker raises (TopicNotFound, Unauthorized, PartitionNotFound, ConsumerGroupNotFound,
-    CorruptData, ...)."""
+    CorruptData, ...). A read of bytes that are not in the page cache waits for them off the
+    event loop (:meth:`~headwater.core.broker.Broker.read_visible_waiting`)."""
     t = ctx.broker.topic(stream_id, topic_id)
     require(may_poll(ctx, t), "poll messages")
     kind, name = consumer_key(t, consumer)
@@ -137,8 +138,10 @@ def poll_batches(ctx: Context, consumer, stream_id, topic_id, partition_id: int 
     # so a huge ``count`` cannot make the server build an unbounded reply in memory.
     # Kafka transactions: nothing past the last stable offset, no marker, no aborted batch
     # (see docs/kafka-mapping.md, "Transactions"); the auto-commit skips what was hidden.
-    batches, n, next_offset = ctx.broker.read_visible(p, start, count, ctx.frontend.config.max_frame_size,
-                                                      resume=auto_commit)
+    # Bytes not in the page cache (a consumer far behind) are read in off the event loop.
+    batches, n, next_offset = await ctx.broker.read_visible_waiting(p, start, count,
+                                                                    ctx.frontend.config.max_frame_size,
+                                                                    resume=auto_commit)
     current = max(p.high_watermark - 1, 0)
     if auto_commit and n:
         ctx.broker.commit(p, kind, name, next_offset)

@@ -1,0 +1,230 @@
+"""Catch-up reads: a read of data that is not in the page cache never waits on the event loop.
+
+A poll reads segment data with ``os.pread`` on the event loop. When the bytes are in the page
+cache that is a copy; when they are not (a consumer far behind the tail: write-behind dropped
+them, see :mod:`.writebehind`) the ``pread`` waits for the disk, and every other connection of
+the server waits with it. A read that may not block (``nowait``) therefore first asks the
+kernel whether every page of the chunk it is about to read is cached (``cachestat(2)``, Linux
+6.5+; elsewhere a one-byte ``preadv2(RWF_NOWAIT)`` of the chunk's first and last page), and
+when one is not:
+
+- a worker thread reads the chunk (:func:`read_chunk`, ``os.pread`` through the page cache,
+  whose readahead keeps the disk busy meanwhile), and the read raises
+  :class:`~headwater.storage.api.NotCached` holding the worker's future. The caller awaits it
+  and runs the whole read again on the loop, against the log's state of that moment: a chunk
+  a worker read (:func:`find`) is used as it is, no second copy, when it belongs to the same
+  segment (:attr:`.Segment.serial`, which a truncation renews), and its batches are
+  re-verified like any other read's;
+- a read that used such a chunk has the workers read the next :data:`DEPTH` chunks, each
+  starting where the one before ends (:meth:`.Segment.read_on`, not awaited): a consumer
+  reading front to back finds its next chunk read, or being read, while the loop serves the
+  current one, and the disk has :data:`DEPTH` reads at a time.
+
+The workers never touch the log's objects: they open the file by name, so a segment deleted or
+cut meanwhile only makes them read less (or nothing). Chunks read are held up to
+:data:`HELD_BYTES` in all, the least recently used dropped first. Pages read go through the page
+cache as any read's do (no drop: ``POSIX_FADV_DONTNEED`` after each chunk halved the rate in a
+probe, as every call drains the LRU lists on every CPU).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import ctypes
+import os
+import sys
+import threading
+from collections import OrderedDict
+
+from headwater.storage.api import NotCached
+
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+_CACHESTAT = 451  # the syscall number on x86_64 and aarch64 (asm-generic)
+
+_pool: concurrent.futures.ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _executor() -> concurrent.futures.ThreadPoolExecutor:
+    global _pool
+    if _pool is None:
+        with _pool_lock:
+            if _pool is None:
+                _pool = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="hw-readahead")
+    return _pool
+
+
+class _Range(ctypes.Structure):
+    _fields_ = [("off", ctypes.c_uint64), ("len", ctypes.c_uint64)]
+
+
+class _Stat(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_uint64)
+                for n in ("nr_cache", "nr_dirty", "nr_writeback", "nr_evicted", "nr_recently_evicted")]
+
+
+class _CacheStat:
+    """``cachestat(fd, &range, &stat, 0)`` through libc's ``syscall``; ``usable`` is False
+    where the kernel or the platform has none (then :func:`cached` probes instead)."""
+
+    def __init__(self) -> None:
+        self.usable = False
+        if not sys.platform.startswith("linux"):
+            return
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            call = libc.syscall
+        except (OSError, AttributeError):
+            return
+        call.restype = ctypes.c_long
+        call.argtypes = [ctypes.c_long, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint]
+        self._call = call
+        self._lock = threading.Lock()  # one range/stat pair, shared
+        self._range, self._stat = _Range(), _Stat()
+        self._range_p, self._stat_p = ctypes.addressof(self._range), ctypes.addressof(self._stat)
+        fd = os.open(os.devnull, os.O_RDONLY)
+        try:
+            self.usable = self.pages(fd, 0, _PAGE) is not None
+        finally:
+            os.close(fd)
+
+    def pages(self, fd: int, position: int, length: int) -> int | None:
+        """Pages of ``[position, position + length)`` in the page cache; None when the call fails."""
+        with self._lock:
+            self._range.off, self._range.len = position, length
+            if self._call(_CACHESTAT, fd, self._range_p, self._stat_p, 0) != 0:
+                return None
+            return self._stat.nr_cache
+
+
+_cachestat = _CacheStat()
+
+
+def _probe(fd: int, position: int) -> bool:
+    """Whether the page holding ``position`` is cached (a one-byte RWF_NOWAIT read)."""
+    try:
+        os.preadv(fd, [bytearray(1)], position, os.RWF_NOWAIT)
+        return True
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True  # let the real read report it
+
+
+def cached(fd: int, position: int, length: int) -> bool:
+    """Whether every page of ``[position, position + length)`` of ``fd`` is in the page cache
+    (the first and last page only, where ``cachestat`` is missing). True for an empty range and
+    where neither check exists (the read then blocks, as it always did)."""
+    if length <= 0:
+        return True
+    if _cachestat.usable:
+        first = position // _PAGE
+        want = (position + length - 1) // _PAGE - first + 1
+        got = _cachestat.pages(fd, first * _PAGE, want * _PAGE)
+        if got is not None:
+            return got >= want
+    if not hasattr(os, "RWF_NOWAIT"):
+        return True
+    return _probe(fd, position) and _probe(fd, position + length - 1)
+
+
+DEPTH = 2
+"""Chunks a catch-up reader has read ahead of it (each on a worker thread: the disk gets
+that many reads at once)."""
+
+HELD_BYTES = 64 << 20
+"""Bytes of the chunks the workers read (or are reading) held for reads to use, all segments
+together, at most (the least recently used dropped first; a read that then misses reads again)."""
+
+_held: OrderedDict[tuple[int, int], tuple[concurrent.futures.Future, int]] = OrderedDict()
+_held_bytes = 0
+
+
+def pread_exact(fd: int, length: int, position: int) -> bytes:
+    """``os.pread`` until ``length`` bytes or end of file."""
+    data = os.pread(fd, length, position)
+    if len(data) == length or not data:
+        return data
+    parts = [data]
+    got = len(data)
+    while got < length:
+        more = os.pread(fd, length - got, position + got)
+        if not more:
+            break
+        parts.append(more)
+        got += len(more)
+    return b"".join(parts)
+
+
+def read_chunk(path: str, position: int, length: int) -> bytes | None:
+    """Worker thread: bytes ``[position, position + length)`` of ``path`` (fewer at its end),
+    read through the page cache (the kernel's readahead keeps the disk busy meanwhile). None
+    when the file cannot be opened or read (gone): the caller's next read decides."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        return pread_exact(fd, length, position)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def start(serial: int, path: str, position: int, length: int) -> concurrent.futures.Future:
+    """Have the worker read ``[position, position + length)`` of segment ``serial`` (its file
+    ``path``) and hold the result for :func:`find`; the future of that read. Event loop only."""
+    global _held_bytes
+    key = (serial, position)
+    held = _held.get(key)
+    if held is not None and held[1] >= length:
+        return held[0]
+    if held is not None:
+        _held_bytes -= _held.pop(key)[1]
+    future = _executor().submit(read_chunk, path, position, length)
+    _held[key] = (future, length)
+    _held_bytes += length
+    while _held_bytes > HELD_BYTES and len(_held) > 1:
+        _held_bytes -= _held.popitem(last=False)[1][1]
+    return future
+
+
+def find(serial: int, position: int) -> tuple[concurrent.futures.Future, int, int] | None:
+    """The held read of segment ``serial`` whose range holds ``position`` (the one reaching
+    furthest) as (future, start, length asked); None when none does. Event loop only."""
+    best = None
+    for (key_serial, start_at), (future, size) in _held.items():
+        if key_serial == serial and start_at <= position < start_at + size:
+            if best is None or start_at + size > best[1] + best[2]:
+                best = (future, start_at, size)
+    if best is not None:
+        _held.move_to_end((serial, best[1]))
+    return best
+
+
+def missing(path: str, position: int, length: int, future: concurrent.futures.Future) -> NotCached:
+    """The NotCached a read raises while ``future`` (a worker's read of the range) runs."""
+    return NotCached(f"{path}: bytes {position}..{position + length} are not in the page cache", future)
+
+
+def evict(path: str) -> bool:
+    """Write ``path`` back and drop its pages from the page cache (as for a consumer far behind,
+    whose bytes write-behind dropped); False where the pages stay in memory (tmpfs). For tests
+    and benchmarks."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fdatasync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        size = os.fstat(fd).st_size
+        return not size or not cached(fd, 0, size)
+    finally:
+        os.close(fd)
+
+
+def sequential(fd: int) -> None:
+    """Hint that ``fd`` is read front to back (the kernel doubles its readahead window)."""
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
+    except (OSError, AttributeError):
+        pass  # a hint

@@ -1,0 +1,163 @@
+"""Catch-up reads (storage.local.readahead): a ``nowait`` read of bytes that are not in the page
+cache raises NotCached while a worker reads them, and the read run again returns exactly what a
+plain (blocking) read returns, also when the log changed meanwhile (appends, a truncation,
+retention deleting the segment, a batch damaged on disk). Real files; the page cache is
+emptied for a segment with posix_fadvise(POSIX_FADV_DONTNEED)."""
+
+from __future__ import annotations
+
+import asyncio
+import glob
+import os
+
+import pytest
+
+from headwater.storage.api import CorruptSegment, NotCached, SegmentPolicy
+from headwater.storage.local import readahead
+
+from storage_batches import stamped_batch
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "posix_fadvise"), reason="needs posix_fadvise")
+
+
+def drop_cache(log) -> None:
+    """Drop every segment file of ``log`` from the page cache; skips the test where the
+    filesystem keeps the pages anyway (tmpfs)."""
+    for path in glob.glob(os.path.join(log.directory, "*.log")):
+        if not readahead.evict(path):
+            pytest.skip("this filesystem keeps the pages in memory (no page cache to miss)")
+
+
+def plain(log, offset: int, count: int, max_bytes: int = 1 << 30) -> list[bytes]:
+    return [bytes(v) for v in log.read(offset, count, max_bytes)]
+
+
+async def waiting(log, offset: int, count: int, max_bytes: int = 1 << 30, misses: list | None = None,
+                  between=None) -> list[bytes]:
+    """The nowait read, run again after each miss (``between`` runs while the worker reads)."""
+    while True:
+        try:
+            return [bytes(v) for v in log.read(offset, count, max_bytes, nowait=True)]
+        except NotCached as miss:
+            if misses is not None:
+                misses.append(miss)
+            if between is not None:
+                between()
+                between = None
+            await asyncio.wrap_future(miss.future)
+
+
+def fill(log, batches: int, count: int = 10, size: int = 1000) -> None:
+    for _ in range(batches):
+        log.append(stamped_batch(log.next_offset, 1_000_000 + log.next_offset, count, size))
+
+
+def test_a_read_from_the_disk_returns_the_bytes_a_cached_read_returns(open_log):
+    log = open_log(SegmentPolicy(segment_size=1 << 20))
+    fill(log, 300)  # ~3 MB over several segments
+    expected = plain(log, 0, log.next_offset)
+    drop_cache(log)
+    misses: list = []
+
+    async def catch_up() -> list[bytes]:
+        out, offset = [], 0
+        while offset < log.next_offset:
+            got = await waiting(log, offset, 200, misses=misses)
+            out += got
+            offset = int.from_bytes(got[-1][8:16], "little") + int.from_bytes(got[-1][48:52], "little")
+        return out
+
+    assert asyncio.run(catch_up()) == expected
+    assert misses  # the pages were really gone: the worker path ran
+
+
+def test_a_small_read_of_dropped_pages_is_served_by_the_worker_read(open_log):
+    log = open_log()
+    fill(log, 50)
+    expected = plain(log, 120, 30)
+    drop_cache(log)
+    misses: list = []
+    assert asyncio.run(waiting(log, 120, 30, misses=misses)) == expected
+    assert misses
+
+
+def test_appends_while_the_worker_reads(open_log):
+    log = open_log()
+    fill(log, 40)
+    drop_cache(log)
+    got = asyncio.run(waiting(log, 0, 10_000, between=lambda: fill(log, 5)))
+    assert got == plain(log, 0, 10_000)
+    assert len(got) == 45
+
+
+def test_a_truncation_while_the_worker_reads_is_never_served_the_old_bytes(open_log):
+    log = open_log()
+    fill(log, 40)
+    old = plain(log, 100, 10_000)
+    drop_cache(log)
+
+    def cut_and_rewrite() -> None:
+        log.truncate(100)
+        fill(log, 30, count=10, size=700)  # other bytes at the same offsets and positions
+
+    got = asyncio.run(waiting(log, 100, 10_000, between=cut_and_rewrite))
+    assert got == plain(log, 100, 10_000)
+    assert got != old
+    # and again after the worker's chunk of the old bytes is done: still the new bytes
+    assert asyncio.run(waiting(log, 100, 10_000)) == plain(log, 100, 10_000)
+
+
+def test_retention_deleting_the_segment_while_the_worker_reads(open_log):
+    log = open_log(SegmentPolicy(segment_size=1 << 20))
+    fill(log, 300)
+    drop_cache(log)
+    got = asyncio.run(waiting(log, 0, 50, between=lambda: log.delete_oldest_segments(1)))
+    assert log.log_start_offset > 0
+    assert got == plain(log, 0, 50)
+    assert int.from_bytes(got[0][8:16], "little") == log.log_start_offset
+
+
+def test_a_batch_damaged_on_disk_fails_closed_after_the_worker_read(open_log):
+    log = open_log()
+    fill(log, 20)
+    position = sum(len(b) for b in plain(log, 0, 50)[:5])  # the sixth batch
+    path = glob.glob(os.path.join(log.directory, "*.log"))[0]
+    fd = os.open(path, os.O_RDWR)
+    try:
+        byte = os.pread(fd, 1, position + 256 + 48 + 3)
+        os.pwrite(fd, bytes([byte[0] ^ 0xFF]), position + 256 + 48 + 3)  # a payload byte
+    finally:
+        os.close(fd)
+    drop_cache(log)
+    misses: list = []
+    with pytest.raises(CorruptSegment, match=f"batch at byte {position}"):
+        asyncio.run(waiting(log, 0, 10_000, misses=misses))
+    assert misses
+    with pytest.raises(CorruptSegment, match=f"batch at byte {position}"):
+        plain(log, 0, 10_000)
+
+
+def test_cached_tells_pages_in_memory_from_pages_on_disk(tmp_path):
+    path = tmp_path / "f"
+    path.write_bytes(os.urandom(1 << 20))
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.pread(fd, 1 << 20, 0)
+        assert readahead.cached(fd, 0, 1 << 20)
+        os.fdatasync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        if readahead.cached(fd, 0, 1 << 20):
+            pytest.skip("this filesystem keeps the pages in memory")
+        assert not readahead.cached(fd, 4096, 8192)
+        os.pread(fd, 4096, 4096)
+        assert readahead.cached(fd, 4096, 100)
+        assert readahead.cached(fd, 0, 0)
+    finally:
+        os.close(fd)
+
+
+def test_the_worker_read_of_a_file_gone_is_none(tmp_path):
+    assert readahead.read_chunk(str(tmp_path / "gone.log"), 0, 4096) is None
+    path = tmp_path / "short.log"
+    path.write_bytes(b"abc")
+    assert readahead.read_chunk(str(path), 1, 4096) == b"bc"
