@@ -535,3 +535,44 @@ def test_eio_syncing_a_sealed_segment_on_a_failing_disk_fences_the_log(make_log,
     asyncio.run(go())
     assert len(log.read(0, 1, 1 << 30)) == 1  # reads are still served
     log.close()  # fenced: closes without syncing
+
+
+def test_rounds_of_different_logs_run_on_up_to_the_flusher_threads_at_once(tmp_path):
+    """Jobs blocked in their worker do not hold up others while fewer than ``threads``
+    are busy; past that, a job waits its turn and still runs."""
+    flusher = Flusher(threads=3)
+    gate = threading.Event()
+    running = threading.Semaphore(0)
+    ran = []
+
+    def blocked(i):
+        def job():
+            running.release()
+            gate.wait()
+            ran.append(i)
+        return job
+
+    for i in range(3):
+        flusher.submit(blocked(i))
+    for _ in range(3):  # all three run at the same time: each took its own thread
+        assert running.acquire(timeout=30)
+    flusher.submit(lambda: ran.append("queued"))  # every thread busy: waits for one
+    assert len(flusher._threads) == 3
+    gate.set()
+    flusher.close()  # waits for every job submitted before it
+    assert sorted(map(str, ran)) == ["0", "1", "2", "queued"]
+    with pytest.raises(RuntimeError):
+        flusher.submit(lambda: None)
+
+
+def test_rounds_of_more_logs_than_threads_in_flight_together_acknowledge_every_waiter(make_log, flusher):
+    logs = [make_log() for _ in range(2 * FLUSHER_THREADS)]
+
+    async def go():
+        waiters = [append_one(log) for log in logs]
+        await asyncio.sleep(0)  # the rounds start (call_soon) and queue for the workers
+        await asyncio.gather(*waiters)
+
+    asyncio.run(go())
+    assert flusher.acknowledged == len(logs)
+    assert flusher.fdatasync_calls >= len(logs)

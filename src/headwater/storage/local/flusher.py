@@ -72,9 +72,12 @@ and reads the log's "asked" flags to decide whether to wake the loop.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
+import queue
+import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+import weakref
 from typing import Callable
 
 from headwater import metrics
@@ -127,7 +130,13 @@ class Flusher:
     """
 
     def __init__(self, threads: int = FLUSHER_THREADS, write_behind_cache_bytes: int = CACHE_BYTES):
-        self._executor = ThreadPoolExecutor(threads, thread_name_prefix="headwater-fsync")
+        self._max_threads = threads
+        self._threads: list[threading.Thread] = []
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._submitted = itertools.count(1)  # next() on a count is atomic under the GIL: the
+        self._finished = itertools.count(1)  # loop thread and the workers each advance their own
+        self._last_submitted = self._last_finished = 0
+        self._shut = False
         self.write_behind = WriteBehind(write_behind_cache_bytes)
         self.rounds = 0
         self.fdatasync_calls = 0
@@ -141,13 +150,70 @@ class Flusher:
                 "failed": self.failed, "sync_seconds": round(self.sync_seconds, 3)}
 
     def submit(self, job: Callable[[], None]) -> None:
-        """Run ``job`` in a worker thread (RuntimeError once closed)."""
-        self._executor.submit(job)
+        """Run ``job`` in a worker thread (RuntimeError once closed). Call from one
+        thread (the event loop's).
+
+        The hand-off is one ``SimpleQueue.put`` (C, lock-free under the GIL) to
+        threads of our own blocked in ``get``: no ``concurrent.futures.Future``,
+        work item or idle-semaphore probe per round as with a ThreadPoolExecutor
+        (measured in docs/benchmarks.md, "Append latency and the flusher (session
+        6)"). A worker is added, up to ``threads``, when every started one is busy
+        (rounds of different partitions in flight at the same time). ``job``
+        must not raise (a round catches its own errors); if it does, the worker
+        survives and the error is dropped.
+        """
+        if self._shut:
+            raise RuntimeError("the flusher is closed")
+        self._last_submitted = next(self._submitted)
+        # jobs submitted minus jobs finished (read without a lock: a stale count only
+        # starts a thread early, up to the cap, or leaves the job queued behind a busy one)
+        if self._last_submitted - self._last_finished > len(self._threads) and len(self._threads) < self._max_threads:
+            t = threading.Thread(target=self._work, name=f"headwater-fsync_{len(self._threads)}", daemon=True)
+            self._threads.append(t)
+            t.start()
+            if len(self._threads) == 1:
+                _at_exit(self)
+        self._jobs.put(job)
+
+    def _work(self) -> None:
+        get = self._jobs.get
+        while True:
+            job = get()
+            if job is None:
+                return
+            try:
+                job()
+            except BaseException:  # pragma: no cover - rounds catch their own errors
+                pass
+            self._last_finished = next(self._finished)
 
     def close(self) -> None:
         """Wait for rounds in flight and queued write-behind work, then stop the threads."""
-        self._executor.shutdown(wait=True)
+        if not self._shut:
+            self._shut = True
+            for _ in self._threads:
+                self._jobs.put(None)  # after every queued round: FIFO
+            for t in self._threads:
+                t.join()
         self.write_behind.close()
+
+
+_OPEN: "weakref.WeakSet[Flusher]" = weakref.WeakSet()
+
+
+def _finish_open_flushers() -> None:
+    """At interpreter exit (before daemon threads are abandoned): let every flusher not
+    closed yet finish its queued rounds, as a ThreadPoolExecutor's exit hook would."""
+    for flusher in list(_OPEN):
+        flusher.close()
+
+
+def _at_exit(flusher: Flusher) -> None:
+    _OPEN.add(flusher)
+
+
+# the hook concurrent.futures uses: runs before the interpreter stops threads
+getattr(threading, "_register_atexit", lambda fn: None)(_finish_open_flushers)
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:
