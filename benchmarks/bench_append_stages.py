@@ -123,7 +123,11 @@ def main() -> None:
     p.add_argument("--write-behind-bytes", type=int, default=2 << 30)
     p.add_argument("--tcp", action="store_true", help="loopback TCP instead of a Unix socket pair")
     p.add_argument("--data-dir", default=None)
+    p.add_argument("--no-fdatasync", action="store_true",
+                   help="os.fdatasync made a no-op (measures the rounds' own bookkeeping only; never durable)")
     args = p.parse_args()
+    if args.no_fdatasync:
+        os.fdatasync = lambda fd: None
     try:
         import uvloop
 
