@@ -576,3 +576,43 @@ def test_rounds_of_more_logs_than_threads_in_flight_together_acknowledge_every_w
     asyncio.run(go())
     assert flusher.acknowledged == len(logs)
     assert flusher.fdatasync_calls >= len(logs)
+
+
+def fds_open_on(path: str) -> int:
+    """How many fds of this process name ``path`` (from /proc/self/fd)."""
+    n = 0
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            n += os.readlink(f"/proc/self/fd/{name}") == path
+        except OSError:  # the listing's own fd, gone by now
+            pass
+    return n
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc/self/fd")
+@pytest.mark.parametrize("when", ["returned before the close", "returns after the close"])
+def test_a_rounds_dup_fds_are_closed_exactly_once_whoever_closes_them(make_log, flusher, when):
+    """The loop closes a round's fds when it settles it; a log closed while its round ran
+    leaves that to the worker. Either way none is left open."""
+    log = make_log(SegmentPolicy(messages_required_to_save=1))  # a silent periodic round per append
+    log.append(stamped_batch(0, 1_000_000, 3, 100))  # no loop: inline
+    path = os.path.realpath(os.path.join(log.directory, "00000000000000000000.log"))
+    assert fds_open_on(path) == 1  # the active segment's own
+    gate = threading.Event()
+    if when == "returns after the close":
+        for _ in range(FLUSHER_THREADS):  # every worker busy: the round stays queued
+            flusher.submit(gate.wait)
+
+    async def go():
+        append_one(log)  # asks for a round nobody waits for
+        await asyncio.sleep(0)  # the round starts: its dup'd fd is open
+        assert fds_open_on(path) == 2
+        if when == "returned before the close":
+            while not log._commit._round_done:
+                await asyncio.sleep(0.001)
+        log.close()
+        gate.set()
+
+    asyncio.run(go())
+    flusher.close()  # every round returned
+    assert fds_open_on(path) == 0

@@ -65,8 +65,11 @@ torn tail. Reads keep being served (batches are re-verified when the policy
 says ``validate_checksum``).
 
 Thread use: all bookkeeping of a log runs on the event loop thread; the worker
-calls ``os.fdatasync`` and ``os.close`` on its own fds, stores the round's result
-and reads the log's "asked" flags to decide whether to wake the loop.
+calls ``os.fdatasync`` on the round's fds, stores the round's result and reads
+the log's "asked" flags to decide whether to wake the loop. The loop closes the
+round's fds when it settles it (so the worker does not take the GIL back once
+more after an ``os.close``); for a log closed while its round ran, the worker
+closes them (``close_fds``: exactly once, whichever side gets there).
 """
 
 from __future__ import annotations
@@ -90,27 +93,35 @@ FLUSHER_THREADS = 4
 
 
 def fdatasync_all(fds: list[int]) -> tuple[int, OSError | None, float]:
-    """``os.fdatasync`` each fd in order, stopping at the first failure, then close
-    them all. Returns (fdatasync calls made, the failure or None, seconds spent).
-    Runs in a worker."""
+    """``os.fdatasync`` each fd in order, stopping at the first failure. Returns
+    (fdatasync calls made, the failure or None, seconds spent). Runs in a worker;
+    the fds are closed by :func:`close_fds` (the loop, or the worker after a close)."""
     calls = 0
     error: OSError | None = None
     t0 = time.perf_counter()
-    try:
-        for fd in fds:
-            calls += 1
-            try:
-                os.fdatasync(fd)
-            except OSError as exc:
-                error = exc
-                break
-    finally:
-        for fd in fds:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+    for fd in fds:
+        calls += 1
+        try:
+            os.fdatasync(fd)
+        except OSError as exc:
+            error = exc
+            break
     return calls, error, time.perf_counter() - t0
+
+
+def close_fds(fds: list[int]) -> None:
+    """Close and remove every fd in ``fds``. The loop thread and a worker may both call
+    it on the same list: ``list.pop`` is atomic under the GIL, so each fd is closed
+    exactly once (a number closed twice could by then name another file)."""
+    while True:
+        try:
+            fd = fds.pop()
+        except IndexError:
+            return
+        try:
+            os.close(fd)
+        except OSError:
+            pass
 
 
 class Flusher:
@@ -234,7 +245,7 @@ class GroupCommit:
 
     __slots__ = (
         "flusher", "where", "_targets", "_sync_inline", "_waiters", "_wanted", "_scheduled", "_round",
-        "_failure", "_closed", "_sealed", "_round_done", "_round_result", "_round_waiters", "_round_sealed",
+        "_failure", "_closed", "_sealed", "_round_done", "_round_result", "_round_waiters", "_round_sealed", "_round_fds",
     )
 
     def __init__(self, flusher: Flusher, where: str, targets: Callable[[], list[int]], sync_inline: Callable[[], None]):
@@ -250,6 +261,7 @@ class GroupCommit:
         self._round_result: tuple[int, OSError | None, float] = (0, None, 0.0)  # set by the worker
         self._round_waiters: list[asyncio.Future] = []  # the round's waiters and sealed fds
         self._round_sealed: list[tuple[int, str]] = []
+        self._round_fds: list[int] = []  # the round's dup'd fds, closed once it returned
         self._failure: str | None = None  # why the log is fenced
         self._closed = False
         # sealed, not yet synced: (fd we own, path for errors); tuples compared by identity
@@ -390,7 +402,7 @@ class GroupCommit:
             for fd, _ in sealed:
                 fds.append(os.dup(fd))
             fds += self._targets()
-            self._round_waiters, self._round_sealed = waiters, sealed
+            self._round_waiters, self._round_sealed, self._round_fds = waiters, sealed, fds
             self._round_done, self._round = False, True
             self.flusher.submit(lambda: self._run(loop, fds, bool(waiters or sealed)))
         except (OSError, RuntimeError) as exc:  # no fd left to dup, or the flusher was shut down:
@@ -411,6 +423,11 @@ class GroupCommit:
         error = result[1]
         self._round_result = result
         self._round_done = True
+        # the loop closes the fds when it settles the round (one GIL hand-off less here);
+        # a log closed meanwhile settles nothing more: then this thread closes them. "done"
+        # is set above and "closed" read here, the loop does the opposite (close())
+        if self._closed:
+            close_fds(fds)
         # "done" is set above, "asked" read here: see the module docstring
         if wake or error is not None or self._waiters or self._wanted:
             try:
@@ -424,7 +441,8 @@ class GroupCommit:
         if not self._round or not self._round_done:
             return
         waiters, sealed, (calls, error, seconds) = self._round_waiters, self._round_sealed, self._round_result
-        self._round, self._round_waiters, self._round_sealed = False, [], []
+        close_fds(self._round_fds)
+        self._round, self._round_waiters, self._round_sealed, self._round_fds = False, [], [], []
         flusher = self.flusher
         flusher.rounds += 1
         flusher.fdatasync_calls += calls
@@ -449,6 +467,8 @@ class GroupCommit:
         in flight might be the one that consumes a sync error); otherwise they fail."""
         self._settle()  # a round that returned unsettled (a silent periodic one) is not in flight
         self._closed = True
+        if self._round_done:  # returned since the settle above (its worker may have missed the flag)
+            close_fds(self._round_fds)
         self._drop_sealed(list(self._sealed))  # empty after a good final sync
         waiters, self._waiters = self._waiters, []
         if synced and not self._round and self._failure is None:
