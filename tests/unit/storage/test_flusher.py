@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -616,3 +618,18 @@ def test_a_rounds_dup_fds_are_closed_exactly_once_whoever_closes_them(make_log, 
     asyncio.run(go())
     flusher.close()  # every round returned
     assert fds_open_on(path) == 0
+
+
+def test_a_flusher_never_closed_still_finishes_its_queued_rounds_at_exit(tmp_path):
+    """The workers are daemon threads; an exit hook closes every flusher left open, so
+    a job queued before the interpreter stops still runs (as with a ThreadPoolExecutor)."""
+    marker = tmp_path / "ran"
+    script = (
+        "import sys, time\n"
+        "from headwater.storage.local.flusher import Flusher\n"
+        "f = Flusher()\n"
+        "f.submit(lambda: (time.sleep(0.5), open(sys.argv[1], 'w').write('x')))\n"
+    )  # the script ends at once: only the exit hook keeps the interpreter for the job
+    done = subprocess.run([sys.executable, "-c", script, str(marker)], timeout=60)
+    assert done.returncode == 0
+    assert marker.read_text() == "x"
