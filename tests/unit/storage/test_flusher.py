@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -535,3 +537,99 @@ def test_eio_syncing_a_sealed_segment_on_a_failing_disk_fences_the_log(make_log,
     asyncio.run(go())
     assert len(log.read(0, 1, 1 << 30)) == 1  # reads are still served
     log.close()  # fenced: closes without syncing
+
+
+def test_rounds_of_different_logs_run_on_up_to_the_flusher_threads_at_once(tmp_path):
+    """Jobs blocked in their worker do not hold up others while fewer than ``threads``
+    are busy; past that, a job waits its turn and still runs."""
+    flusher = Flusher(threads=3)
+    gate = threading.Event()
+    running = threading.Semaphore(0)
+    ran = []
+
+    def blocked(i):
+        def job():
+            running.release()
+            gate.wait()
+            ran.append(i)
+        return job
+
+    for i in range(3):
+        flusher.submit(blocked(i))
+    for _ in range(3):  # all three run at the same time: each took its own thread
+        assert running.acquire(timeout=30)
+    flusher.submit(lambda: ran.append("queued"))  # every thread busy: waits for one
+    assert len(flusher._threads) == 3
+    gate.set()
+    flusher.close()  # waits for every job submitted before it
+    assert sorted(map(str, ran)) == ["0", "1", "2", "queued"]
+    with pytest.raises(RuntimeError):
+        flusher.submit(lambda: None)
+
+
+def test_rounds_of_more_logs_than_threads_in_flight_together_acknowledge_every_waiter(make_log, flusher):
+    logs = [make_log() for _ in range(2 * FLUSHER_THREADS)]
+
+    async def go():
+        waiters = [append_one(log) for log in logs]
+        await asyncio.sleep(0)  # the rounds start (call_soon) and queue for the workers
+        await asyncio.gather(*waiters)
+
+    asyncio.run(go())
+    assert flusher.acknowledged == len(logs)
+    assert flusher.fdatasync_calls >= len(logs)
+
+
+def fds_open_on(path: str) -> int:
+    """How many fds of this process name ``path`` (from /proc/self/fd)."""
+    n = 0
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            n += os.readlink(f"/proc/self/fd/{name}") == path
+        except OSError:  # the listing's own fd, gone by now
+            pass
+    return n
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc/self/fd")
+@pytest.mark.parametrize("when", ["returned before the close", "returns after the close"])
+def test_a_rounds_dup_fds_are_closed_exactly_once_whoever_closes_them(make_log, flusher, when):
+    """The loop closes a round's fds when it settles it; a log closed while its round ran
+    leaves that to the worker. Either way none is left open."""
+    log = make_log(SegmentPolicy(messages_required_to_save=1))  # a silent periodic round per append
+    log.append(stamped_batch(0, 1_000_000, 3, 100))  # no loop: inline
+    path = os.path.realpath(os.path.join(log.directory, "00000000000000000000.log"))
+    assert fds_open_on(path) == 1  # the active segment's own
+    gate = threading.Event()
+    if when == "returns after the close":
+        for _ in range(FLUSHER_THREADS):  # every worker busy: the round stays queued
+            flusher.submit(gate.wait)
+
+    async def go():
+        append_one(log)  # asks for a round nobody waits for
+        await asyncio.sleep(0)  # the round starts: its dup'd fd is open
+        assert fds_open_on(path) == 2
+        if when == "returned before the close":
+            while not log._commit._round_done:
+                await asyncio.sleep(0.001)
+        log.close()
+        gate.set()
+
+    asyncio.run(go())
+    flusher.close()  # every round returned
+    assert fds_open_on(path) == 0
+
+
+def test_a_flusher_never_closed_still_finishes_its_queued_rounds_at_exit(tmp_path):
+    """The workers are daemon threads; an exit hook closes every flusher left open, so
+    a job queued before the interpreter stops still runs (as with a ThreadPoolExecutor)."""
+    marker = tmp_path / "ran"
+    script = (
+        "import sys, time\n"
+        "from headwater.storage.local.flusher import Flusher\n"
+        "f = Flusher()\n"
+        "f.submit(lambda: (time.sleep(0.5), open(sys.argv[1], 'w').write('x')))\n"
+    )  # the script ends at once: only the exit hook keeps the interpreter for the job
+    done = subprocess.run([sys.executable, "-c", script, str(marker)], timeout=60)
+    assert done.returncode == 0
+    assert marker.read_text() == "x"

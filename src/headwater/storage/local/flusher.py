@@ -65,16 +65,22 @@ torn tail. Reads keep being served (batches are re-verified when the policy
 says ``validate_checksum``).
 
 Thread use: all bookkeeping of a log runs on the event loop thread; the worker
-calls ``os.fdatasync`` and ``os.close`` on its own fds, stores the round's result
-and reads the log's "asked" flags to decide whether to wake the loop.
+calls ``os.fdatasync`` on the round's fds, stores the round's result and reads
+the log's "asked" flags to decide whether to wake the loop. The loop closes the
+round's fds when it settles it (so the worker does not take the GIL back once
+more after an ``os.close``); for a log closed while its round ran, the worker
+closes them (``close_fds``: exactly once, whichever side gets there).
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
+import queue
+import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+import weakref
 from typing import Callable
 
 from headwater import metrics
@@ -87,27 +93,35 @@ FLUSHER_THREADS = 4
 
 
 def fdatasync_all(fds: list[int]) -> tuple[int, OSError | None, float]:
-    """``os.fdatasync`` each fd in order, stopping at the first failure, then close
-    them all. Returns (fdatasync calls made, the failure or None, seconds spent).
-    Runs in a worker."""
+    """``os.fdatasync`` each fd in order, stopping at the first failure. Returns
+    (fdatasync calls made, the failure or None, seconds spent). Runs in a worker;
+    the fds are closed by :func:`close_fds` (the loop, or the worker after a close)."""
     calls = 0
     error: OSError | None = None
     t0 = time.perf_counter()
-    try:
-        for fd in fds:
-            calls += 1
-            try:
-                os.fdatasync(fd)
-            except OSError as exc:
-                error = exc
-                break
-    finally:
-        for fd in fds:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+    for fd in fds:
+        calls += 1
+        try:
+            os.fdatasync(fd)
+        except OSError as exc:
+            error = exc
+            break
     return calls, error, time.perf_counter() - t0
+
+
+def close_fds(fds: list[int]) -> None:
+    """Close and remove every fd in ``fds``. The loop thread and a worker may both call
+    it on the same list: ``list.pop`` is atomic under the GIL, so each fd is closed
+    exactly once (a number closed twice could by then name another file)."""
+    while True:
+        try:
+            fd = fds.pop()
+        except IndexError:
+            return
+        try:
+            os.close(fd)
+        except OSError:
+            pass
 
 
 class Flusher:
@@ -127,7 +141,13 @@ class Flusher:
     """
 
     def __init__(self, threads: int = FLUSHER_THREADS, write_behind_cache_bytes: int = CACHE_BYTES):
-        self._executor = ThreadPoolExecutor(threads, thread_name_prefix="headwater-fsync")
+        self._max_threads = threads
+        self._threads: list[threading.Thread] = []
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._submitted = itertools.count(1)  # next() on a count is atomic under the GIL: the
+        self._finished = itertools.count(1)  # loop thread and the workers each advance their own
+        self._last_submitted = self._last_finished = 0
+        self._shut = False
         self.write_behind = WriteBehind(write_behind_cache_bytes)
         self.rounds = 0
         self.fdatasync_calls = 0
@@ -141,13 +161,70 @@ class Flusher:
                 "failed": self.failed, "sync_seconds": round(self.sync_seconds, 3)}
 
     def submit(self, job: Callable[[], None]) -> None:
-        """Run ``job`` in a worker thread (RuntimeError once closed)."""
-        self._executor.submit(job)
+        """Run ``job`` in a worker thread (RuntimeError once closed). Call from one
+        thread (the event loop's).
+
+        The hand-off is one ``SimpleQueue.put`` (C, lock-free under the GIL) to
+        threads of our own blocked in ``get``: no ``concurrent.futures.Future``,
+        work item or idle-semaphore probe per round as with a ThreadPoolExecutor
+        (measured in docs/benchmarks.md, "Append latency and the flusher (session
+        6)"). A worker is added, up to ``threads``, when every started one is busy
+        (rounds of different partitions in flight at the same time). ``job``
+        must not raise (a round catches its own errors); if it does, the worker
+        survives and the error is dropped.
+        """
+        if self._shut:
+            raise RuntimeError("the flusher is closed")
+        self._last_submitted = next(self._submitted)
+        # jobs submitted minus jobs finished (read without a lock: a stale count only
+        # starts a thread early, up to the cap, or leaves the job queued behind a busy one)
+        if self._last_submitted - self._last_finished > len(self._threads) and len(self._threads) < self._max_threads:
+            t = threading.Thread(target=self._work, name=f"headwater-fsync_{len(self._threads)}", daemon=True)
+            self._threads.append(t)
+            t.start()
+            if len(self._threads) == 1:
+                _at_exit(self)
+        self._jobs.put(job)
+
+    def _work(self) -> None:
+        get = self._jobs.get
+        while True:
+            job = get()
+            if job is None:
+                return
+            try:
+                job()
+            except BaseException:  # pragma: no cover - rounds catch their own errors
+                pass
+            self._last_finished = next(self._finished)
 
     def close(self) -> None:
         """Wait for rounds in flight and queued write-behind work, then stop the threads."""
-        self._executor.shutdown(wait=True)
+        if not self._shut:
+            self._shut = True
+            for _ in self._threads:
+                self._jobs.put(None)  # after every queued round: FIFO
+            for t in self._threads:
+                t.join()
         self.write_behind.close()
+
+
+_OPEN: "weakref.WeakSet[Flusher]" = weakref.WeakSet()
+
+
+def _finish_open_flushers() -> None:
+    """At interpreter exit (before daemon threads are abandoned): let every flusher not
+    closed yet finish its queued rounds, as a ThreadPoolExecutor's exit hook would."""
+    for flusher in list(_OPEN):
+        flusher.close()
+
+
+def _at_exit(flusher: Flusher) -> None:
+    _OPEN.add(flusher)
+
+
+# the hook concurrent.futures uses: runs before the interpreter stops threads
+getattr(threading, "_register_atexit", lambda fn: None)(_finish_open_flushers)
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:
@@ -168,7 +245,7 @@ class GroupCommit:
 
     __slots__ = (
         "flusher", "where", "_targets", "_sync_inline", "_waiters", "_wanted", "_scheduled", "_round",
-        "_failure", "_closed", "_sealed", "_round_done", "_round_result", "_round_waiters", "_round_sealed",
+        "_failure", "_closed", "_sealed", "_round_done", "_round_result", "_round_waiters", "_round_sealed", "_round_fds",
     )
 
     def __init__(self, flusher: Flusher, where: str, targets: Callable[[], list[int]], sync_inline: Callable[[], None]):
@@ -184,6 +261,7 @@ class GroupCommit:
         self._round_result: tuple[int, OSError | None, float] = (0, None, 0.0)  # set by the worker
         self._round_waiters: list[asyncio.Future] = []  # the round's waiters and sealed fds
         self._round_sealed: list[tuple[int, str]] = []
+        self._round_fds: list[int] = []  # the round's dup'd fds, closed once it returned
         self._failure: str | None = None  # why the log is fenced
         self._closed = False
         # sealed, not yet synced: (fd we own, path for errors); tuples compared by identity
@@ -324,7 +402,7 @@ class GroupCommit:
             for fd, _ in sealed:
                 fds.append(os.dup(fd))
             fds += self._targets()
-            self._round_waiters, self._round_sealed = waiters, sealed
+            self._round_waiters, self._round_sealed, self._round_fds = waiters, sealed, fds
             self._round_done, self._round = False, True
             self.flusher.submit(lambda: self._run(loop, fds, bool(waiters or sealed)))
         except (OSError, RuntimeError) as exc:  # no fd left to dup, or the flusher was shut down:
@@ -345,6 +423,11 @@ class GroupCommit:
         error = result[1]
         self._round_result = result
         self._round_done = True
+        # the loop closes the fds when it settles the round (one GIL hand-off less here);
+        # a log closed meanwhile settles nothing more: then this thread closes them. "done"
+        # is set above and "closed" read here, the loop does the opposite (close())
+        if self._closed:
+            close_fds(fds)
         # "done" is set above, "asked" read here: see the module docstring
         if wake or error is not None or self._waiters or self._wanted:
             try:
@@ -358,7 +441,8 @@ class GroupCommit:
         if not self._round or not self._round_done:
             return
         waiters, sealed, (calls, error, seconds) = self._round_waiters, self._round_sealed, self._round_result
-        self._round, self._round_waiters, self._round_sealed = False, [], []
+        close_fds(self._round_fds)
+        self._round, self._round_waiters, self._round_sealed, self._round_fds = False, [], [], []
         flusher = self.flusher
         flusher.rounds += 1
         flusher.fdatasync_calls += calls
@@ -383,6 +467,8 @@ class GroupCommit:
         in flight might be the one that consumes a sync error); otherwise they fail."""
         self._settle()  # a round that returned unsettled (a silent periodic one) is not in flight
         self._closed = True
+        if self._round_done:  # returned since the settle above (its worker may have missed the flag)
+            close_fds(self._round_fds)
         self._drop_sealed(list(self._sealed))  # empty after a good final sync
         waiters, self._waiters = self._waiters, []
         if synced and not self._round and self._failure is None:

@@ -18,6 +18,15 @@ a target below the first entry falls back to the segment start.
 
 In memory the entries are an ``array('Q')`` of flat triples, so a segment of
 a million entries costs 24 MB and no Python objects.
+
+Writes are deferred: an active segment's new entries are ``pwrite``-n to the
+file in one call once ``FLUSH_ENTRIES`` of them are pending or the log grew
+``FLUSH_LOG_BYTES`` past the first pending one, and always before the index
+is synced, sealed or closed (readers of an active segment use the in-memory
+entries). So a request costs one ``pwrite`` (its batch), not two. A process
+kill loses at most the pending entries, never log data: recovery walks the
+log from the last entry on the file and re-adds them (``recovery.py``), at
+most ``FLUSH_LOG_BYTES`` of walking more than before.
 """
 
 from __future__ import annotations
@@ -30,6 +39,10 @@ from array import array
 from bisect import bisect_right
 
 ENTRY_SIZE = 24
+FLUSH_ENTRIES = 128
+"""Pending entries that make an active index write them out (3 KiB)."""
+FLUSH_LOG_BYTES = 4 << 20
+"""Log bytes past the first pending entry that make an active index write them out."""
 _ENTRY = struct.Struct("<QQQ")
 _LITTLE = sys.byteorder == "little"
 
@@ -83,7 +96,7 @@ class SegmentIndex:
     at the end of the file) and :meth:`truncate_to_position`.
     """
 
-    __slots__ = ("path", "entries", "fd", "interval_bytes", "_last_position")
+    __slots__ = ("path", "entries", "fd", "interval_bytes", "_last_position", "_written")
 
     def __init__(self, path: str, entries: array, fd: int | None, interval_bytes: int):
         self.path = path
@@ -91,6 +104,7 @@ class SegmentIndex:
         self.fd = fd
         self.interval_bytes = interval_bytes
         self._last_position = entries[-1] if entries else -1
+        self._written = len(entries) // 3  # entries on the file (the rest are pending)
 
     # -- reads -------------------------------------------------------------
 
@@ -153,14 +167,33 @@ class SegmentIndex:
         return _ENTRY.pack(offset, timestamp_us, position)
 
     def append(self, offset: int, timestamp_us: int, position: int) -> None:
-        """Add an entry and ``os.pwrite`` it at the end of the index file.
+        """Add an entry; it reaches the file with the next :meth:`flush` (see the
+        module doc: at most ``FLUSH_ENTRIES`` entries or ``FLUSH_LOG_BYTES`` of log
+        later, or at sync / seal / close).
 
-        Raises OSError from the write.
+        Raises OSError from a write this append triggered (the entry stays in
+        memory: :meth:`truncate_to_count` undoes it).
         """
-        data = self.add(offset, timestamp_us, position)
+        self.add(offset, timestamp_us, position)
+        written = self._written
+        pending = len(self.entries) // 3 - written
+        if pending >= FLUSH_ENTRIES or position - self.entries[3 * written + 2] >= FLUSH_LOG_BYTES:
+            self.flush()
+
+    @property
+    def pending(self) -> int:
+        """Entries in memory not yet written to the file."""
+        return len(self.entries) // 3 - self._written
+
+    def flush(self) -> None:
+        """``os.pwrite`` the pending entries at the end of the file (one call). Raises OSError."""
+        count = len(self.entries) // 3
+        if count == self._written:
+            return
         assert self.fd is not None, "read-only index"
-        at = (len(self.entries) // 3 - 1) * ENTRY_SIZE
-        _pwrite_all(self.fd, data, at)
+        tail = self.entries[3 * self._written :]
+        _pwrite_all(self.fd, entries_to_bytes(tail), self._written * ENTRY_SIZE)
+        self._written = count
 
     def truncate_to_position(self, position: int) -> None:
         """Drop entries whose position is >= ``position`` (memory and file)."""
@@ -168,23 +201,34 @@ class SegmentIndex:
         keep = bisect_right(positions, position - 1)
         del self.entries[3 * keep :]
         self._last_position = self.entries[-1] if self.entries else -1
+        self._written = min(self._written, keep)  # never extend the file over pending entries
         if self.fd is not None:
-            os.ftruncate(self.fd, keep * ENTRY_SIZE)
+            os.ftruncate(self.fd, self._written * ENTRY_SIZE)
 
     def truncate_to_count(self, count: int) -> None:
         """Keep the first ``count`` entries: memory at once, then the file (``os.ftruncate``
-        to ``count * 24``; raises OSError, and calling again retries the cut)."""
+        to ``24 *`` the entries of those on the file; raises OSError, and calling again
+        retries the cut)."""
         del self.entries[3 * count :]
         self._last_position = self.entries[-1] if self.entries else -1
+        self._written = min(self._written, count)  # never extend the file over pending entries
         if self.fd is not None:
-            os.ftruncate(self.fd, count * ENTRY_SIZE)
+            os.ftruncate(self.fd, self._written * ENTRY_SIZE)
 
     def sync(self) -> None:
+        """Write the pending entries, then ``os.fdatasync`` the file. Raises OSError."""
         if self.fd is not None:
+            self.flush()
             os.fdatasync(self.fd)
 
     def close(self) -> None:
+        """Write the pending entries (best effort: recovery re-adds what a failed write
+        lost) and close the file."""
         if self.fd is not None:
+            try:
+                self.flush()
+            except OSError:
+                pass
             os.close(self.fd)
             self.fd = None
 

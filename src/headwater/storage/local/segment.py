@@ -275,6 +275,8 @@ class Segment:
         if self._file_size > self.size:
             os.ftruncate(self._fd, self.size)
             self._file_size = self.size
+        if self._index is not None and self._index.fd is not None:
+            self._index.flush()  # the entries still in memory: the sealed segment reloads from the file
         fds = [os.dup(self._fd)]
         try:
             if self.index_dirty and self._index is not None and self._index.fd is not None:
