@@ -39,6 +39,17 @@ async def send_batch(ctx: Context, stream_id, topic_id, route: str, value, batch
     request body: stamped in place unless the body is immutable ``bytes``); the reply
     payload is one SendConfirmation. Raises what the broker raises (TopicNotFound,
     Unauthorized, PartitionNotFound, InvalidBatch, MessagesNotSaved, ...)."""
+    t, p, done = append_batch(ctx, stream_id, topic_id, route, value, batch)
+    if done.durable is not None:  # enforce_fsync: reply once a sync covering the batch returned
+        await done.durable
+    return w.encode_send_confirmation(t.stream_id, t.id, p.id, done.base_offset)
+
+
+def append_batch(ctx: Context, stream_id, topic_id, route: str, value, batch: memoryview):
+    """The synchronous part of :func:`send_batch` (same arguments, same errors): resolve,
+    check, route, verify, stamp and append; returns ``(topic, partition, done)``, ``done``
+    the broker's append result (``base_offset``; ``durable``: None, or under enforce_fsync
+    the awaitable the reply must wait for)."""
     t = ctx.broker.topic(stream_id, topic_id)
     require(may_send(ctx, t), "send messages")
     p = ctx.broker.route(t, route, value)
@@ -46,10 +57,7 @@ async def send_batch(ctx: Context, stream_id, topic_id, route: str, value, batch
         batch = bytearray(batch)
     if t.options.compact:
         ctx.broker.check_compaction_keys(batch)
-    done = ctx.broker.append(p, batch)
-    if done.durable is not None:  # enforce_fsync: reply once a sync covering the batch returned
-        await done.durable
-    return w.encode_send_confirmation(t.stream_id, t.id, p.id, done.base_offset)
+    return t, p, ctx.broker.append(p, batch)
 
 
 def consumer_key(t: Topic, consumer) -> tuple[str, str]:
