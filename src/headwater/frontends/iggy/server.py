@@ -115,7 +115,9 @@ class IggyFrontend:
         ahead = _READ_AHEAD if read_frame is not None else 0
         # a FrameReader serves SendMessages and PollMessages on the fast path from its protocol
         # callbacks while this coroutine waits between requests (_InlineRequests)
-        inline = _InlineRequests(self, session, conn, writer) if read_frame is not None else None
+        inline = None
+        if read_frame is not None and self.config.serve_inline:
+            inline = _InlineRequests(self, session, conn, writer)
         try:
             while not conn.closing.is_set():
                 if inline is not None:
