@@ -6,7 +6,9 @@ Usage::
         --server-python .venv/bin/python --passes 3
 
 Starts one ``headwater serve`` per ``--server-python`` (that venv's code, 127.0.0.1, default
-config: the default fsync policy), creates a one-partition topic on each, then pass after pass and
+config), creates a one-partition topic on each (``--fsync off``, the default: no fdatasync within
+the run, as compare.py's fsync-off rows, so the flusher's rounds do not blur the request's own
+cost; ``default``: the topic defaults), then pass after pass and
 server after server runs, one request at a time (each reply read before the next request leaves):
 
 - ``send``: our raw sender (a blocking socket, the frame built once), ``--requests`` SendMessages
@@ -71,6 +73,15 @@ async def sdk_send(c, requests: int, size: int, batch: int) -> None:
         await c.send_messages("bench", "poll", Partitioning.partition_id(0), messages)
 
 
+async def _create(sdk, options: dict) -> None:
+    await sdk.create_stream("bench")
+    await sdk.create_topic("bench", "poll", 1, options=options)
+
+
+FSYNC_OFF = {"enforce_fsync": "false", "messages_required_to_save": str(16 * 1024 * 1024),
+             "size_of_messages_required_to_save": str(1 << 30)}  # (compare.py's fsync off)
+
+
 def main() -> None:
     from bench_iggy_poll import RawPoller, sdk_client, sdk_pass
     from compare_servers import Headwater
@@ -83,6 +94,7 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=1000, help="messages per send and per poll (default 1000)")
     ap.add_argument("--passes", type=int, default=3)
     ap.add_argument("--clients", default="send,sdk-send,poll,sdk-poll")
+    ap.add_argument("--fsync", choices=["off", "default"], default="off")
     args = ap.parse_args()
     pythons = args.server_python or [sys.executable]
     clients = [c for c in args.clients.split(",") if c]
@@ -93,7 +105,9 @@ def main() -> None:
             server = Headwater(base / str(i), os.path.abspath(python)).start()
             servers.append(server)
             loop = asyncio.new_event_loop()
-            sdk = loop.run_until_complete(sdk_client(server.iggy, create=True))
+            sdk = loop.run_until_complete(sdk_client(server.iggy))
+            options = FSYNC_OFF if args.fsync == "off" else {}
+            loop.run_until_complete(_create(sdk, options))
             raw = RawSender(server.iggy, args.size, args.batch)
             raw.run(args.requests)  # something to poll, and a warm server
             server.clients = (loop, sdk, raw, RawPoller(server.iggy, args.size, args.batch))
