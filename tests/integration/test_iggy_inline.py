@@ -1,9 +1,11 @@
 """SendMessages and PollMessages served from the protocol callbacks (``[tcp] serve_inline``,
 ``frontends.iggy.server._InlineRequests``) against real servers on loopback: the same replies as
 a server that serves every request through the connection's coroutine (errors included);
-pipelined requests of every kind answered in order (plain TCP and TLS); a client that does not
-read stops the server reading (memory bounded); the idle and frame-receive clocks still run;
-a shutdown with requests in flight loses nothing it acknowledged."""
+pipelined requests of every kind answered in order (plain TCP and TLS); bodies that arrive in
+small pieces with pauses are served whole (TCP and TLS, raw client and SDK), a peer that ends
+the stream mid-body is closed at once; a client that does not read stops the server reading
+(memory bounded); the idle and frame-receive clocks still run; a shutdown with requests in
+flight loses nothing it acknowledged."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ import ssl
 import struct
 import time
 
+import apache_iggy as ig
 import pytest
 
 from headwater.codec import batch as batch_codec
@@ -363,3 +366,115 @@ def test_shutdown_with_requests_in_flight_keeps_every_acknowledged_send(tmp_path
 def _poll_args(c: RawConnection, offset: int):
     frame = poll_frame(c, "plain", offset, 1000)
     return int(Command.POLL_MESSAGES), frame[256:]
+
+
+# ---------------------------------------------------------------- bodies that arrive in pieces
+# A body received inline across many reads (pieces of any size, pauses between them, frames
+# straddled), a peer that ends the stream mid-body, a body that stops coming after some of it
+# was received into the frame.
+
+def _dribble(c: RawConnection, blob: bytes, rng: random.Random, largest: int) -> None:
+    """``blob`` in pieces of 1..``largest`` bytes, a pause of up to 3 ms after most of them."""
+    i = 0
+    while i < len(blob):
+        n = rng.randint(1, largest)
+        c.send(blob[i:i + n])
+        i += n
+        if rng.random() < 0.7:
+            time.sleep(rng.random() * 0.003)
+
+
+@pytest.mark.parametrize("transport", ["tcp", "tls-tcp"])
+def test_bodies_sent_in_small_pieces_with_pauses_are_served_whole(pair, over_tls, transport):
+    via = pair[0] if transport == "tcp" else over_tls
+    topic = "pieces"
+    asyncio.run(_topic(via, topic, 1))
+    rng = random.Random(8)
+    small = [rng.randbytes(100) for _ in range(1000)]  # ~164 KB body
+    large = [rng.randbytes(1000) for _ in range(700)]  # ~740 KB
+    with _connect(via) as c:
+        c.login()
+        expect = []
+        for payloads, largest in ((small, 9000), (large, 60000), (small, 700)):
+            _dribble(c, send_frame(c, topic, payloads), rng, largest)
+            a = c.read()
+            assert a.kind == "reply" and a.status == 0, a
+            assert _CONFIRMATION.unpack(a.body)[-1] == len(expect)
+            expect += payloads
+            # a short request next: it alone wakes the server
+            c.send(poll_frame(c, topic, len(expect) - 3, 3))
+            assert [p for _, p in polled(c.read().body)[1]] == expect[-3:]
+            c.send(c.frame(int(Command.PING)))
+            assert c.read().status == 0
+        # pipelined: two frames and a half in pieces that straddle them, then the rest
+        blob = send_frame(c, topic, small) + send_frame(c, topic, large) + poll_frame(c, topic, 0, 5)
+        cut = len(blob) - 100
+        _dribble(c, blob[:cut], rng, 30000)
+        time.sleep(0.05)
+        c.send(blob[cut:])
+        for want in (len(expect), len(expect) + len(small)):
+            a = c.read()
+            assert a.status == 0 and _CONFIRMATION.unpack(a.body)[-1] == want
+        assert [p for _, p in polled(c.read().body)[1]] == small[:5]
+        expect += small + large
+
+    async def sdk_round() -> list[bytes]:  # the SDK after it, on the same topic: what it sends reads back
+        sdk = via.client()
+        await sdk.connect()
+        await sdk.login_user("iggy", "iggy")
+        for i in range(3):
+            await sdk.send_messages(STREAM, topic, 0, [ig.SendMessage(p) for p in small[i * 300:(i + 1) * 300]])
+        got = await sdk.poll_messages(STREAM, topic, consumer=ig.Consumer.Single(1),
+                                      polling_strategy=ig.PollingStrategy.Offset(len(expect)), count=900,
+                                      auto_commit=False, partition_id=0)
+        return [bytes(m.payload()) for m in got]
+
+    assert asyncio.run(sdk_round()) == small[:900]
+    expect += small[:900]
+    with _connect(via) as c:  # and everything the raw client sent is stored whole, in order
+        c.login()
+        offset = 0
+        while offset < len(expect):
+            frames = polled(c.call(int(Command.POLL_MESSAGES), poll_frame(c, topic, offset, 1000)[256:]).body)[1]
+            assert frames and [p for _, p in frames] == expect[offset:offset + len(frames)]
+            offset += len(frames)
+
+
+@pytest.mark.parametrize("transport", ["tcp", "tls-tcp"])
+def test_a_peer_that_closes_mid_body_is_closed_at_once_and_nothing_is_stored(pair, over_tls, transport):
+    via = pair[0] if transport == "tcp" else over_tls
+    topic = "half"
+    asyncio.run(_topic(via, topic, 1))
+    with _connect(via) as c:
+        c.login()
+        frame = send_frame(c, topic, [b"z" * 1000] * 300)
+        c.send(frame[:300])
+        time.sleep(0.05)
+        c.send(frame[300:5000])  # a piece of the body received into the frame
+        time.sleep(0.05)
+        c.sock.shutdown(socket.SHUT_WR)  # then the end of the stream, mid-body
+        c.sock.settimeout(30)  # (the frame receive timeout is 60 s: only the end of stream ends it sooner)
+        while c.sock.recv(4096):
+            pass
+    with _connect(via) as c:  # the server serves on; the half frame was not stored
+        c.login()
+        c.send(send_frame(c, topic, [b"after"]))
+        assert _CONFIRMATION.unpack(c.read().body)[-1] == 0
+
+
+def test_a_body_that_stops_coming_mid_way_is_closed_at_its_deadline(clocked):
+    with _connect(clocked) as c:
+        c.login()
+        frame = send_frame(c, "plain", [b"w" * 1000] * 200)
+        c.send(frame[:300])
+        time.sleep(0.05)
+        c.send(frame[300:50000])  # part of the body after its header: then nothing
+        c.sock.settimeout(15)
+        t0 = time.monotonic()
+        while True:
+            data = c.sock.recv(4096)
+            if not data:
+                break
+            assert data[framing.COMMAND_OFFSET] != 13, "evicted as idle while a frame was being received"
+        assert time.monotonic() - t0 < 14
+    assert clocked.server.log().count("reason=frame_receive_timeout") >= 1
