@@ -108,6 +108,9 @@ class TcpConfig:
     frame_receive_timeout_s: float = 60.0  # a frame not whole this long after its first byte: connection closed
     send_stall_timeout_s: float = 60.0  # queued replies the client has not read from for this long: dropped
     idle_timeout_s: float = 0.0  # > 0: evict (reason 13) a connection with no request started for this long
+    # fast-path SendMessages/PollMessages of a logged-in session served from the socket's read callback
+    # (no task wake-up per request); false: every request through the connection's coroutine (same replies)
+    serve_inline: bool = True
     # TLS (Iggy's [tcp.tls]); no cert file: a self-signed one is generated into <data_dir>/certs/ (see certs.py)
     tls_enabled: bool = False
     tls_cert_file: str = ""  # PEM certificate chain

@@ -1142,6 +1142,26 @@ class Broker:
             tx.unrecord_batch(key, producer_id, base)
         return done
 
+    def read_visible_soon(self, p: Partition, start_offset: int, count: int, max_bytes: int = 1 << 62,
+                          *, resume: bool = True):
+        """:meth:`read_visible` without waiting for the disk: its ``(batches, messages,
+        next_offset)`` tuple when every byte is in the page cache, else a coroutine that reads
+        them in off the event loop and returns that tuple (:meth:`read_visible_waiting`, after
+        the first miss's bytes came in). For callers that serve from a protocol callback
+        and must not await when nothing has to be waited for. Raises what
+        :meth:`read_visible` raises."""
+        try:
+            return self.read_visible(p, start_offset, count, max_bytes, resume=resume, nowait=True)
+        except NotCached as miss:
+            return self._read_visible_after(miss, p, start_offset, count, max_bytes, resume)
+
+    async def _read_visible_after(self, miss: NotCached, p: Partition, start_offset: int, count: int,
+                                  max_bytes: int, resume: bool):
+        await asyncio.wrap_future(miss.future)
+        if self.catalog.topic(p.stream_id, p.topic_id).partitions.get(p.id) is not p:
+            raise errors.PartitionNotFound(f"partition {p.id} was deleted during the read")
+        return await self.read_visible_waiting(p, start_offset, count, max_bytes, resume=resume)
+
     async def read_visible_waiting(self, p: Partition, start_offset: int, count: int, max_bytes: int = 1 << 62,
                                    *, resume: bool = True):
         """:meth:`read_visible` that never waits for the disk on the event loop: bytes that are

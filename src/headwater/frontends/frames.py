@@ -38,6 +38,27 @@ first copies the view into a temporary ``bytearray`` (CPython's ``bytearray_ass_
 does so for any source that is not a bytearray), a second copy and allocation of every
 staged byte (session 5: 13 % of the server's CPU receiving 1 KB messages).
 
+Serving inline (:meth:`FrameReader.serve_inline`): while the connection's coroutine has no
+request in hand it may hand the reader an ``inline`` server, and whole frames that it accepts
+are then served from the protocol callbacks themselves, without waking the coroutine (no
+future, no task step, no pause and resume of the transport per request). ``inline`` gives:
+
+- ``head_size``: the bytes of a frame's header;
+- ``body_size(head) -> int``: the body length of the frame whose header is ``head`` when it is
+  to be served inline, or -1: it is not (the reader stops serving inline, wakes the coroutine
+  and leaves the header staged for its ordinary reads: it sees the bytes as if nothing had
+  happened);
+- ``serve(head, body) -> object``: serve that whole frame now (its reply written to the
+  transport); None when it did, else a handoff that the coroutine gets back from
+  ``serve_inline`` and must finish (the reader stops serving inline and stops the transport's
+  reading until the coroutine reads again);
+- ``receiving()``: a frame's first bytes are in (its clock starts);
+- ``drop(handoff)``: a handoff the coroutine will not finish (its wait was cancelled).
+
+A body is received in place here too (get_buffer hands out its bytearray after the header and
+the bytes staged with it). Replies stay in request order: the coroutine serves nothing while
+the reader serves inline, and the reader serves nothing while the coroutine has a request.
+
 TLS: asyncio's and uvloop's SSL transports hand a ``BufferedProtocol`` the
 decrypted bytes through the same ``get_buffer`` / ``buffer_updated`` calls.
 """
@@ -55,7 +76,8 @@ class FrameReader:
     """The reading side of one connection (see the module doc). Fed by :class:`FrameProtocol`."""
 
     __slots__ = ("_buf", "_view", "_start", "_end", "_limit", "_frame", "_filled", "_into_frame",
-                 "_want", "_cap", "_waiter", "_eof", "_exc", "_transport", "_paused", "_loop")
+                 "_want", "_cap", "_waiter", "_eof", "_exc", "_transport", "_paused", "_loop", "_inline",
+                 "_inline_head", "_handoff")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, limit: int = 1 << 20):
         self._loop = loop  # (asyncio.get_running_loop() costs a getpid() syscall per call on 3.11)
@@ -74,6 +96,9 @@ class FrameReader:
         self._exc: BaseException | None = None
         self._transport: asyncio.BaseTransport | None = None
         self._paused = False
+        self._inline = None  # the inline server while serve_inline waits (see the module doc)
+        self._inline_head: bytes | None = None  # the header of the frame whose body is received inline
+        self._handoff: object = None  # what inline.serve handed to the coroutine
 
     # ------------------------------------------------------------------ protocol side
     def set_transport(self, transport: asyncio.BaseTransport) -> None:
@@ -114,9 +139,15 @@ class FrameReader:
         if self._into_frame:
             self._filled += nbytes
             if self._filled == len(self._frame):  # type: ignore[arg-type]
-                self._wake()
+                if self._inline_head is not None:
+                    self._inline_frame_in()
+                else:
+                    self._wake()
             return
         self._end += nbytes
+        if self._inline is not None:
+            self._serve_staged()
+            return
         if self._waiter is not None:
             if self._end - self._start >= self._want:
                 self._wake()
@@ -151,6 +182,88 @@ class FrameReader:
         if not self._paused and self._transport is not None:
             self._paused = True
             self._transport.pause_reading()  # type: ignore[attr-defined]
+
+    # ------------------------------------------------------------------ serving inline
+    def _serve_staged(self) -> None:
+        """Serve the whole frames staged; start receiving the body of a frame whose header is
+        staged in place; stop serving inline at a frame ``inline`` does not take (module doc)."""
+        inline = self._inline
+        size = inline.head_size
+        while self._inline is not None:
+            start = self._start
+            staged = self._end - start
+            if staged < size:
+                if staged:
+                    inline.receiving()
+                return
+            head = bytes(self._view[start:start + size])
+            n = inline.body_size(head)
+            if n < 0:
+                self._stop_inline(None)  # the header stays staged: the coroutine reads the frame
+                return
+            start += size
+            staged -= size
+            if staged >= n:
+                body = bytearray(self._view[start:start + n])
+                self._consumed(start + n)
+                self._served(head, body)
+                continue
+            frame = bytearray(n)
+            view = memoryview(frame)
+            view[:staged] = self._view[start:self._end]  # memoryview to memoryview: one copy
+            self._consumed(self._end)
+            self._frame, self._filled, self._inline_head = view, staged, head
+            inline.receiving()
+            return
+
+    def _inline_frame_in(self) -> None:
+        frame, head = self._frame, self._inline_head
+        self._frame = self._inline_head = None
+        self._into_frame = False
+        self._served(head, frame.obj)  # type: ignore[union-attr,arg-type]
+        if self._inline is not None and self._start != self._end:
+            self._serve_staged()
+
+    def _served(self, head: bytes, body: bytearray) -> None:
+        handoff = self._inline.serve(head, body)  # type: ignore[union-attr]
+        if handoff is not None:
+            self._stop_inline(handoff)
+
+    def _stop_inline(self, handoff: object) -> None:
+        """Back to the coroutine: it gets ``handoff`` (None: the staged bytes are its to read);
+        reading stops until it reads again."""
+        self._inline = None
+        self._handoff = handoff
+        self._wake()
+        self._pause()
+
+    async def serve_inline(self, inline, ahead: int = 0) -> object:
+        """Serve whole frames through ``inline`` from the protocol callbacks (see the module doc)
+        until one needs this coroutine, the stream ends, or the wait is cancelled. Returns the
+        handoff ``inline.serve`` returned, or None: the stream ended, or a frame ``inline`` did
+        not take is staged for the ordinary reads. ``ahead``: body bytes a header's receive may
+        take along (a small body then needs no receive of its own)."""
+        if self._waiter is not None:
+            raise RuntimeError("another read is already waiting on this connection")
+        self._inline = inline
+        self._handoff = None
+        try:
+            if self._start != self._end:
+                self._serve_staged()
+            if self._inline is not None and not self._eof and self._exc is None:
+                await self._wait(1 << 62, inline.head_size + ahead)
+        except BaseException:  # cancelled: a handoff made meanwhile is never finished
+            if self._handoff is not None:
+                handoff, self._handoff = self._handoff, None
+                inline.drop(handoff)
+            raise
+        finally:
+            self._inline = None
+            if self._inline_head is not None:  # ended mid-body (end of stream, cancelled): the stream is mid-frame
+                self._frame = self._inline_head = None
+                self._into_frame = False
+        handoff, self._handoff = self._handoff, None
+        return handoff
 
     # ------------------------------------------------------------------ reading side
     async def _wait(self, want: int, cap: int) -> None:

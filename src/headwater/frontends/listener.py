@@ -117,6 +117,11 @@ class Connection:
         self._stall_since = 0.0  # when the peer last read from what a drain waits on
 
     @property
+    def high(self) -> int:
+        """The write-buffer bound (bytes; 0: none): a reply that leaves more queued must be drained."""
+        return self._high
+
+    @property
     def busy(self) -> bool:
         """Handling a request or sending its reply (shutdown lets it finish)."""
         return self.phase == BUSY or self.phase == SENDING or self._draining > 0

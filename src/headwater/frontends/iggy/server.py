@@ -23,17 +23,17 @@ from ...codec.errors import CodecError
 from ...codec.iggy import framing, version
 from ...codec.iggy.codes import COMMAND_TO_OPERATION, Command, HeaderCommand, Operation
 from ...codec.iggy.commands import COMMANDS
-from ...codec.iggy.commands.messages import poll_messages_fields, send_messages_fields
+from ...codec.iggy.commands.messages import encode_send_confirmation, poll_messages_fields, send_messages_fields
 from ...codec.iggy.errors import InvalidOperation
 from ...config import TcpConfig
 from ...core import errors as core_errors
 from ...core.broker import Broker
 from ...core.users import USER_ACTIVE
 from ..frames import FrameReader
-from ..listener import Connection, Limits
+from ..listener import IDLE, Connection, Limits
 from . import handlers  # noqa: F401  (registers every handler)
 from .errors import code_for
-from .handlers.messages import poll_batches, send_batch
+from .handlers.messages import append_batch, poll_batches
 from .registry import HANDLERS, Context
 from .session import Action, ClientTable, Event, State, Verdict, classify, step
 
@@ -113,8 +113,24 @@ class IggyFrontend:
         # its read then needs no second wake-up and receive (a SendMessages body is received in
         # place after the few bytes staged with its header)
         ahead = _READ_AHEAD if read_frame is not None else 0
+        # a FrameReader serves SendMessages and PollMessages on the fast path from its protocol
+        # callbacks while this coroutine waits between requests (_InlineRequests)
+        inline = None
+        if read_frame is not None and self.config.serve_inline:
+            inline = _InlineRequests(self, session, conn, writer)
         try:
             while not conn.closing.is_set():
+                if inline is not None:
+                    conn.waiting()
+                    try:
+                        handoff = await reader.serve_inline(inline, ahead)  # type: ignore[union-attr]
+                    except asyncio.CancelledError:
+                        return  # shutdown while idle between requests (or mid-frame): close
+                    if handoff is not None:
+                        if not await inline.finish(handoff):
+                            return
+                        continue
+                    # the stream ended, or a frame the fast path does not take is staged: read it here
                 try:
                     head = await conn.receive(reader, _HEADER, ahead)
                 except asyncio.CancelledError:
@@ -157,7 +173,8 @@ class IggyFrontend:
         elif operation == _READ_OPERATION and self.poll_fast_path and self._poll_ready(ctx, cs, head):
             fields = poll_messages_fields(body)
             if fields is not None:
-                return await self._poll(ctx, cs, head, fields)
+                out = self._poll(ctx, cs, head, fields)
+                return out if isinstance(out, (list, bytes)) else await out
         try:
             header = framing.decode_request_header(head)
         except InvalidOperation as e:
@@ -302,18 +319,36 @@ class IggyFrontend:
         are sessionless in Iggy: the header's client id and session are not checked)."""
         return _CODE.unpack_from(head, framing.CODE_OFFSET)[0] == _POLL_CODE and self._session_live(ctx, cs, head)
 
-    async def _poll(self, ctx: Context, cs: "_ConnState", head: bytes, fields) -> bytes | list:
+    def _poll(self, ctx: Context, cs: "_ConnState", head: bytes, fields):
         """Serve a PollMessages that :meth:`_poll_ready` passed and whose body
         ``poll_messages_fields`` read: the same reply bytes, status and metrics as the full
-        path (the reply header, the 16-byte prefix, the stored batches as they were read)."""
+        path (the reply header, the 16-byte prefix, the stored batches as they were read).
+        Returns the reply (bytes or a list of buffers), or, when the bytes to return are not
+        in the page cache, a coroutine that reads them in off the event loop and returns it."""
         op = cs.epoch or 0
         ctx.header = None  # (the full path's decoded header: not built here, no handler reads it)
         t0 = time.perf_counter()
         try:
-            payload = await poll_batches(ctx, *fields)
+            payload = poll_batches(ctx, *fields)
         except Exception as e:
-            _POLL_TIMED.observe(time.perf_counter() - t0)
-            return framing.encode_reply_to_head(head, b"", self._refusal(_POLL_CODE, e), op=op)
+            return self._poll_refused(head, e, t0, op)
+        if type(payload) is not list:
+            return self._poll_later(head, payload, t0, op)
+        return self._poll_reply(head, payload, t0, op)
+
+    async def _poll_later(self, head: bytes, reading, t0: float, op: int) -> bytes | list:
+        try:
+            payload = await reading
+        except Exception as e:
+            return self._poll_refused(head, e, t0, op)
+        return self._poll_reply(head, payload, t0, op)
+
+    def _poll_refused(self, head: bytes, e: Exception, t0: float, op: int) -> bytes:
+        _POLL_TIMED.observe(time.perf_counter() - t0)
+        return framing.encode_reply_to_head(head, b"", self._refusal(_POLL_CODE, e), op=op)
+
+    @staticmethod
+    def _poll_reply(head: bytes, payload: list, t0: float, op: int) -> list:
         _POLL_TIMED.observe(time.perf_counter() - t0)
         length = 0
         for b in payload:
@@ -323,16 +358,39 @@ class IggyFrontend:
     async def _send(self, ctx: Context, cs: "_ConnState", head: bytes, fields) -> bytes:
         """Serve a SendMessages that :meth:`_send_ready` passed and whose body
         ``send_messages_fields`` read: the same reply, status and metrics as the full path."""
+        out = self._send_now(ctx, cs, head, fields)
+        if not isinstance(out, bytes):
+            out = await out
+        return out
+
+    def _send_now(self, ctx: Context, cs: "_ConnState", head: bytes, fields):
+        """:meth:`_send` up to the append: the reply bytes, or (an append that must wait for
+        its sync: enforce_fsync) a coroutine that waits and returns them."""
         op = cs.epoch or 0
         ctx.header = None  # (the full path's decoded header: not built here, no handler reads it)
         t0 = time.perf_counter()
         try:
-            payload = await send_batch(ctx, *fields)
+            t, p, done = append_batch(ctx, *fields)
         except Exception as e:
-            _SEND_TIMED.observe(time.perf_counter() - t0)
-            return framing.encode_reply_to_head(head, b"", self._refusal(_SEND_CODE, e), op=op)
+            return self._send_refused(head, e, t0, op)
+        if done.durable is not None:  # enforce_fsync: reply once a sync covering the batch returned
+            return self._send_durable(head, t, p, done, t0, op)
         _SEND_TIMED.observe(time.perf_counter() - t0)
-        return framing.encode_reply_to_head(head, _SEND_PREFIX + payload, op=op)
+        confirmation = encode_send_confirmation(t.stream_id, t.id, p.id, done.base_offset)
+        return framing.encode_reply_to_head(head, _SEND_PREFIX + confirmation, op=op)
+
+    async def _send_durable(self, head: bytes, t, p, done, t0: float, op: int) -> bytes:
+        try:
+            await done.durable
+        except Exception as e:
+            return self._send_refused(head, e, t0, op)
+        _SEND_TIMED.observe(time.perf_counter() - t0)
+        confirmation = encode_send_confirmation(t.stream_id, t.id, p.id, done.base_offset)
+        return framing.encode_reply_to_head(head, _SEND_PREFIX + confirmation, op=op)
+
+    def _send_refused(self, head: bytes, e: Exception, t0: float, op: int) -> bytes:
+        _SEND_TIMED.observe(time.perf_counter() - t0)
+        return framing.encode_reply_to_head(head, b"", self._refusal(_SEND_CODE, e), op=op)
 
     # ------------------------------------------------------------------ login-register
     async def _login(self, ctx: Context, cs: "_ConnState", header, body: bytes) -> bytes:
@@ -455,6 +513,113 @@ class IggySession:
         if cs.client is not None and cs.epoch is not None:
             self.frontend.clients.forget(cs.client, cs.epoch)
         self.frontend.broker.disconnect_client(self.ctx.client.id)
+
+
+_FRAME, _REPLY, _DRAIN = range(3)  # what _InlineRequests.serve hands the connection's coroutine
+
+
+class _InlineRequests:
+    """SendMessages and PollMessages served from the protocol callbacks (the ``inline`` server of
+    :meth:`~headwater.frontends.frames.FrameReader.serve_inline`) while the connection's
+    coroutine (:meth:`IggyFrontend.serve`) waits between requests: no task wake-up, future or
+    pause/resume of reading per request.
+
+    A frame is taken (``body_size``) when the fast path would serve it: a SendMessages that
+    ``_send_ready`` passes, a PollMessages that ``_poll_ready`` passes, its size within the
+    frame limit, the connection neither closing nor shutting down. Any other header goes to the
+    coroutine untouched (its refusal, eviction, login, metadata command), as does a taken frame
+    whose body the fast read does not decode or whose session changed while its body came in
+    (handed over whole: the full path serves it). The reply is written to the transport at once,
+    in order: the coroutine has no request while frames are served here. Handed to the coroutine
+    after a reply: an append that must wait for its sync (enforce_fsync), and a write buffer over
+    ``max_connection_buffer_bytes`` (it drains, reading stopped, before reading on).
+    """
+
+    __slots__ = ("frontend", "session", "conn", "writer", "transport", "high")
+    head_size = _HEADER
+
+    def __init__(self, frontend: IggyFrontend, session: "IggySession", conn: Connection, writer: asyncio.StreamWriter):
+        self.frontend = frontend
+        self.session = session
+        self.conn = conn
+        self.writer = writer
+        self.transport = writer.transport
+        self.high = conn.high
+
+    def body_size(self, head: bytes) -> int:
+        """The body bytes of the frame whose header is ``head`` when it is served here, else -1."""
+        if self.conn.closing.is_set() or self.transport.is_closing():
+            return -1
+        frontend, session = self.frontend, self.session
+        operation = head[_OPERATION_OFFSET]
+        if operation == _SEND_MESSAGES_OPERATION:
+            if not (frontend.send_fast_path and frontend._send_ready(session.ctx, session.cs, head)):
+                return -1
+        elif operation != _READ_OPERATION or not (
+                frontend.poll_fast_path and frontend._poll_ready(session.ctx, session.cs, head)):
+            return -1
+        size = _SIZE.unpack_from(head, framing.SIZE_OFFSET)[0]
+        if size > frontend.config.max_frame_size:
+            return -1  # (the coroutine's check_head refuses it before its body is read)
+        return size - _HEADER
+
+    def receiving(self) -> None:
+        if self.conn.phase == IDLE:  # the frame's first bytes: its receive clock starts (once)
+            self.conn.receiving()
+
+    def serve(self, head: bytes, body: bytearray):
+        """Serve one whole frame that :meth:`body_size` took; None, or the handoff for :meth:`finish`."""
+        frontend, ctx, cs = self.frontend, self.session.ctx, self.session.cs
+        if head[_OPERATION_OFFSET] == _SEND_MESSAGES_OPERATION:
+            fields = send_messages_fields(body) if frontend._send_ready(ctx, cs, head) else None
+            if fields is None:
+                self.conn.handling()
+                return (_FRAME, head, body if body else b"")
+            out = frontend._send_now(ctx, cs, head, fields)
+            if not isinstance(out, bytes):
+                self.conn.handling()  # (busy: a shutdown lets it finish)
+                return (_REPLY, out)
+            self.transport.write(out)
+        else:
+            fields = poll_messages_fields(body) if frontend._poll_ready(ctx, cs, head) else None
+            if fields is None:
+                self.conn.handling()
+                return (_FRAME, head, bytes(body))
+            out = frontend._poll(ctx, cs, head, fields)
+            if not isinstance(out, (list, bytes)):  # bytes not in the page cache: read in off the loop
+                self.conn.handling()  # (busy: a shutdown lets it finish)
+                return (_REPLY, out)
+            if isinstance(out, list):
+                self.transport.writelines(out)
+            else:
+                self.transport.write(out)
+        self.conn.waiting()
+        if self.high and self.transport.get_write_buffer_size() > self.high:
+            return (_DRAIN,)
+        return None
+
+    def drop(self, handoff) -> None:
+        """A handoff the coroutine will never finish (cancelled at shutdown's deadline)."""
+        if handoff[0] == _REPLY:
+            handoff[1].close()
+
+    async def finish(self, handoff) -> bool:
+        """Finish what :meth:`serve` handed over, as the coroutine serves a request; False when the
+        connection must close (evicted)."""
+        conn, writer = self.conn, self.writer
+        if handoff[0] == _DRAIN:
+            await conn.drain(writer)
+            return True
+        conn.handling()
+        if handoff[0] == _REPLY:
+            out = await handoff[1]
+        else:
+            out = await self.session.handle(handoff[1], handoff[2])
+        await conn.reply(writer, out)
+        if self.session.closed:
+            await conn.drain(writer)
+            return False
+        return True
 
 
 class _ConnState:

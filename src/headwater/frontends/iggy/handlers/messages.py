@@ -39,6 +39,17 @@ async def send_batch(ctx: Context, stream_id, topic_id, route: str, value, batch
     request body: stamped in place unless the body is immutable ``bytes``); the reply
     payload is one SendConfirmation. Raises what the broker raises (TopicNotFound,
     Unauthorized, PartitionNotFound, InvalidBatch, MessagesNotSaved, ...)."""
+    t, p, done = append_batch(ctx, stream_id, topic_id, route, value, batch)
+    if done.durable is not None:  # enforce_fsync: reply once a sync covering the batch returned
+        await done.durable
+    return w.encode_send_confirmation(t.stream_id, t.id, p.id, done.base_offset)
+
+
+def append_batch(ctx: Context, stream_id, topic_id, route: str, value, batch: memoryview):
+    """The synchronous part of :func:`send_batch` (same arguments, same errors): resolve,
+    check, route, verify, stamp and append; returns ``(topic, partition, done)``, ``done``
+    the broker's append result (``base_offset``; ``durable``: None, or under enforce_fsync
+    the awaitable the reply must wait for)."""
     t = ctx.broker.topic(stream_id, topic_id)
     require(may_send(ctx, t), "send messages")
     p = ctx.broker.route(t, route, value)
@@ -46,10 +57,7 @@ async def send_batch(ctx: Context, stream_id, topic_id, route: str, value, batch
         batch = bytearray(batch)
     if t.options.compact:
         ctx.broker.check_compaction_keys(batch)
-    done = ctx.broker.append(p, batch)
-    if done.durable is not None:  # enforce_fsync: reply once a sync covering the batch returned
-        await done.durable
-    return w.encode_send_confirmation(t.stream_id, t.id, p.id, done.base_offset)
+    return t, p, ctx.broker.append(p, batch)
 
 
 def consumer_key(t: Topic, consumer) -> tuple[str, str]:
@@ -99,19 +107,25 @@ def _poll_partition(ctx: Context, t: Topic, consumer, partition_id: int | None) 
 @iggy_command(Command.POLL_MESSAGES)
 async def poll_messages(ctx: Context, req: w.PollMessages) -> list:
     s = req.strategy
-    return await poll_batches(ctx, req.consumer, req.stream_id, req.topic_id, req.partition_id, s.kind, s.value, req.count,
-                        req.auto_commit)
+    out = poll_batches(ctx, req.consumer, req.stream_id, req.topic_id, req.partition_id, s.kind, s.value, req.count,
+                       req.auto_commit)
+    return out if isinstance(out, list) else await out
 
 
-async def poll_batches(ctx: Context, consumer, stream_id, topic_id, partition_id: int | None, strategy: int,
-                       value: int, count: int, auto_commit: bool) -> list:
+def poll_batches(ctx: Context, consumer, stream_id, topic_id, partition_id: int | None, strategy: int,
+                 value: int, count: int, auto_commit: bool):
     """PollMessages once decoded (the fields of ``w.poll_messages_fields``): resolve the
     topic, check the poll right, pick the partition, read from where ``strategy``/``value``
     say (:class:`PollingKind`), commit when ``auto_commit``. Returns the reply payload as
     buffers: the 16-byte prefix, then the stored batches (views, never copied). Raises what
     the broker raises (TopicNotFound, Unauthorized, PartitionNotFound, ConsumerGroupNotFound,
-    CorruptData, ...). A read of bytes that are not in the page cache waits for them off the
-    event loop (:meth:`~headwater.core.broker.Broker.read_visible_waiting`)."""
+    CorruptData, ...).
+
+    Synchronous when every byte to return is in the page cache (the Iggy listener serves it
+    from its protocol callbacks); otherwise (a consumer far behind) it returns a coroutine
+    that reads them in off the event loop and then returns the payload (or raises): the
+    caller awaits it (:meth:`~headwater.core.broker.Broker.read_visible_soon`). The partition
+    is picked once, before the read, so a group member's turn is not spent twice."""
     t = ctx.broker.topic(stream_id, topic_id)
     require(may_poll(ctx, t), "poll messages")
     kind, name = consumer_key(t, consumer)
@@ -139,9 +153,18 @@ async def poll_batches(ctx: Context, consumer, stream_id, topic_id, partition_id
     # Kafka transactions: nothing past the last stable offset, no marker, no aborted batch
     # (see docs/kafka-mapping.md, "Transactions"); the auto-commit skips what was hidden.
     # Bytes not in the page cache (a consumer far behind) are read in off the event loop.
-    batches, n, next_offset = await ctx.broker.read_visible_waiting(p, start, count,
-                                                                    ctx.frontend.config.max_frame_size,
-                                                                    resume=auto_commit)
+    read = ctx.broker.read_visible_soon(p, start, count, ctx.frontend.config.max_frame_size, resume=auto_commit)
+    if type(read) is not tuple:
+        return _poll_after(ctx, p, kind, name, auto_commit, read)
+    return _poll_reply(ctx, p, kind, name, auto_commit, read)
+
+
+async def _poll_after(ctx: Context, p: Partition, kind: str, name: str, auto_commit: bool, reading) -> list:
+    return _poll_reply(ctx, p, kind, name, auto_commit, await reading)
+
+
+def _poll_reply(ctx: Context, p: Partition, kind: str, name: str, auto_commit: bool, read: tuple) -> list:
+    batches, n, next_offset = read
     current = max(p.high_watermark - 1, 0)
     if auto_commit and n:
         ctx.broker.commit(p, kind, name, next_offset)
