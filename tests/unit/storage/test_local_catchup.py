@@ -137,7 +137,15 @@ def test_a_batch_damaged_on_disk_fails_closed_after_the_worker_read(open_log):
         plain(log, 0, 10_000)
 
 
-def test_cached_tells_pages_in_memory_from_pages_on_disk(tmp_path):
+@pytest.mark.parametrize("check", ["cachestat", "probe"])
+def test_cached_tells_pages_in_memory_from_pages_on_disk(tmp_path, monkeypatch, check):
+    """Both checks: cachestat(2), and the RWF_NOWAIT probe of kernels older than 6.5."""
+    if check == "probe":
+        if not hasattr(os, "RWF_NOWAIT"):
+            pytest.skip("no RWF_NOWAIT here")
+        monkeypatch.setattr(readahead._cachestat, "usable", False)
+    elif not readahead._cachestat.usable:
+        pytest.skip("this kernel has no cachestat(2)")
     path = tmp_path / "f"
     path.write_bytes(os.urandom(1 << 20))
     fd = os.open(path, os.O_RDONLY)
