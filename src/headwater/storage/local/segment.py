@@ -153,6 +153,7 @@ class Segment:
         "_file_size",
         "serial",
         "read_frontier",
+        "prefetched_to",
     )
 
     def __init__(
@@ -180,6 +181,7 @@ class Segment:
         self._file_size = size
         self.serial = next(_SERIALS)  # names these bytes for reads held by .readahead; renewed by a cut
         self.read_frontier = 0  # .readahead: where the chunks the workers were asked to read end
+        self.prefetched_to = 0  # .readahead: where the kernel was asked to read ahead to (0: never)
 
     # -- lifecycle -----------------------------------------------------------
 
@@ -409,7 +411,14 @@ class Segment:
         the workers already read for this segment, or None when the whole chunk is in the
         page cache (read it); otherwise raises NotCached, a worker reading what is missing
         (see :mod:`.readahead`). A batch running from one chunk read into the next is joined
-        (one copy of that batch)."""
+        (one copy of that batch). Pages already in the page cache are read on the loop, as
+        any read's; a segment read from the disk has the kernel read :data:`.readahead.WINDOW`
+        bytes ahead of its reader (``POSIX_FADV_WILLNEED``, from a worker), so a consumer
+        reading front to back finds its next pages cached and is served without a worker."""
+        if readahead.cached(self._fd, position, want):
+            if self.prefetched_to and position + want > self.prefetched_to - readahead.WINDOW // 2:
+                self._prefetch(position + want)  # a catch-up reader half way through the window
+            return None
         held = readahead.find(self.serial, position)
         if held is not None:
             data = memoryview(self._held_data(position, *held))
@@ -421,11 +430,19 @@ class Segment:
                 more = memoryview(self._held_data(position, *following))
                 if have + len(more) >= length:
                     return b"".join((data[position - held[1] :], more[: length - have]))
-        if readahead.cached(self._fd, position, want):
-            return None
         self.read_frontier = position + want
         future = readahead.start(self.serial, self.log_path, position, want)
+        self._prefetch(position + want)
         raise readahead.missing(self.log_path, position, want, future)
+
+    def _prefetch(self, position: int) -> None:
+        """Have the kernel read up to :data:`.readahead.WINDOW` bytes from ``position`` (or from
+        where the last request ended, if further) into the page cache, off the loop."""
+        start = max(position, self.prefetched_to)
+        end = min(position + readahead.WINDOW, self.size)
+        if end > start:
+            readahead.prefetch(self.log_path, start, end - start)
+            self.prefetched_to = end
 
     def _held_data(self, position: int, future, start_at: int, size: int) -> bytes:
         if not future.done():
