@@ -375,15 +375,17 @@ class IggyFrontend:
             return self._send_refused(head, e, t0, op)
         if done.durable is not None:  # enforce_fsync: reply once a sync covering the batch returned
             return self._send_durable(head, t, p, done, t0, op)
-        _SEND_TIMED.observe(time.perf_counter() - t0)
-        confirmation = encode_send_confirmation(t.stream_id, t.id, p.id, done.base_offset)
-        return framing.encode_reply_to_head(head, _SEND_PREFIX + confirmation, op=op)
+        return self._send_reply(head, t, p, done, t0, op)
 
     async def _send_durable(self, head: bytes, t, p, done, t0: float, op: int) -> bytes:
         try:
             await done.durable
         except Exception as e:
             return self._send_refused(head, e, t0, op)
+        return self._send_reply(head, t, p, done, t0, op)
+
+    @staticmethod
+    def _send_reply(head: bytes, t, p, done, t0: float, op: int) -> bytes:
         _SEND_TIMED.observe(time.perf_counter() - t0)
         confirmation = encode_send_confirmation(t.stream_id, t.id, p.id, done.base_offset)
         return framing.encode_reply_to_head(head, _SEND_PREFIX + confirmation, op=op)
