@@ -105,11 +105,12 @@ def _poll_partition(ctx: Context, t: Topic, consumer, partition_id: int | None) 
 
 
 @iggy_command(Command.POLL_MESSAGES)
-async def poll_messages(ctx: Context, req: w.PollMessages) -> list:
+def poll_messages(ctx: Context, req: w.PollMessages):
+    """The buffers of :func:`poll_batches`, or its coroutine when bytes must be read in (the
+    dispatchers await a handler's awaitable result)."""
     s = req.strategy
-    out = poll_batches(ctx, req.consumer, req.stream_id, req.topic_id, req.partition_id, s.kind, s.value, req.count,
-                       req.auto_commit)
-    return out if isinstance(out, list) else await out
+    return poll_batches(ctx, req.consumer, req.stream_id, req.topic_id, req.partition_id, s.kind, s.value, req.count,
+                        req.auto_commit)
 
 
 def poll_batches(ctx: Context, consumer, stream_id, topic_id, partition_id: int | None, strategy: int,
