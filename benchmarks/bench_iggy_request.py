@@ -19,7 +19,10 @@ server after server runs, one request at a time (each reply read before the next
 
 Per pass, client and server it prints the server's CPU time per request (``/proc/<pid>/stat``,
 user + system: the kernel's socket work in the server's calls counts) in µs, and per million
-messages in s, with the wall time per request. Numbers only; nothing asserts a speed.
+messages in s, with the wall time per request, and the machine's page-cache write cost measured
+just before (``machine_state.page_cache_cost``: on this VM new memory costs a host fault per page,
+and that, not the server, decides much of the system CPU; ``--warm-memory GIB`` touches and releases
+that much memory before each measurement). Numbers only; nothing asserts a speed.
 """
 
 from __future__ import annotations
@@ -85,6 +88,7 @@ FSYNC_OFF = {"enforce_fsync": "false", "messages_required_to_save": str(16 * 102
 def main() -> None:
     from bench_iggy_poll import RawPoller, sdk_client, sdk_pass
     from compare_servers import Headwater
+    from machine_state import page_cache_cost, warm_memory
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--server-python", action="append", default=[],
@@ -95,6 +99,8 @@ def main() -> None:
     ap.add_argument("--passes", type=int, default=3)
     ap.add_argument("--clients", default="send,sdk-send,poll,sdk-poll")
     ap.add_argument("--fsync", choices=["off", "default"], default="off")
+    ap.add_argument("--warm-memory", type=float, default=0.0, metavar="GIB",
+                    help="before each measurement touch and release this much memory (machine_state.py)")
     args = ap.parse_args()
     pythons = args.server_python or [sys.executable]
     clients = [c for c in args.clients.split(",") if c]
@@ -111,12 +117,15 @@ def main() -> None:
             raw = RawSender(server.iggy, args.size, args.batch)
             raw.run(args.requests)  # something to poll, and a warm server
             server.clients = (loop, sdk, raw, RawPoller(server.iggy, args.size, args.batch))
-        print("| pass | server | client | requests | wall µs/req | server CPU µs/req | server CPU s/M | load |")
-        print("|---|---|---|---:|---:|---:|---:|---|")
+        print("| pass | server | client | requests | wall µs/req | server CPU µs/req | server CPU s/M | "
+              "page cache ms/MiB | load |")
+        print("|---|---|---|---:|---:|---:|---:|---:|---|")
         for n in range(args.passes):
             for i, server in enumerate(servers):
                 loop, sdk, raw, poller = server.clients
                 for kind in clients:
+                    warm_memory(args.warm_memory)
+                    probe = page_cache_cost(str(base))
                     s0, t0 = server.cpu(), time.perf_counter()
                     if kind == "send":
                         raw.run(args.requests)
@@ -131,7 +140,7 @@ def main() -> None:
                     wall, scpu = time.perf_counter() - t0, server.cpu() - s0
                     print(f"| {n + 1} | {pythons[i]} | {kind} | {requests} | {wall / requests * 1e6:.0f} | "
                           f"{scpu / requests * 1e6:.0f} | {scpu / (requests * args.batch) * 1e6:.3f} | "
-                          f"{os.getloadavg()[0]:.1f} |", flush=True)
+                          f"{probe:.2f} | {os.getloadavg()[0]:.1f} |", flush=True)
     finally:
         for server in servers:
             server.stop()
