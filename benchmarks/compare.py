@@ -57,6 +57,7 @@ sys.path.insert(0, str(HERE))
 
 import compare_report as report  # noqa: E402
 from compare_servers import Headwater, Nats, Redis, ServerProcess, cpu_seconds, nats_version  # noqa: E402
+from machine_state import page_cache_cost, warm_memory  # noqa: E402
 
 CLIENTS_PY = HERE / "compare_clients.py"
 SYSTEMS = ("headwater", "mock", "redis", "nats")
@@ -113,6 +114,7 @@ class Row:
     expected: int | None = None
     stopped_by: str = ""
     error: str = ""
+    page_cache_ms_mib: float | None = None  # machine_state.page_cache_cost just before the window
 
 
 # --------------------------------------------------------------------------- worker processes
@@ -178,6 +180,7 @@ class Run:
         self.profiles: dict = {}
         self.versions: dict = {}
         self.machine = machine_note()  # the load average before the first server starts
+        self.page_cache_probe = 0.0  # ms/MiB, measured before each window (measure)
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -192,6 +195,9 @@ class Run:
                 profile: str | None = None) -> tuple[list[dict], float | None, float]:
         """Run one phase on all ``workers`` at once: their results, the server CPU seconds used
         and the wall seconds between the first send and the last answer."""
+        if self.args.warm_memory:
+            warm_memory(self.args.warm_memory)
+        self.page_cache_probe = page_cache_cost(str(self.base), 32)
         spy = self.start_profile(server, profile) if profile else None
         cpu0 = server.cpu() if server else None
         t0 = time.monotonic()
@@ -208,7 +214,8 @@ class Run:
     def row(self, case: Case, size: int, op: str, results: list[dict], cpu: float | None,
             expected: int | None = None, rate: float = 0.0, label: str = "") -> Row:
         label = label or (case.consumer_label if op == "consume" and case.consumer_label else case.label)
-        r = Row(case.system, label, case.fsync, size, op, expected=expected, rate=round(rate))
+        r = Row(case.system, label, case.fsync, size, op, expected=expected, rate=round(rate),
+                page_cache_ms_mib=round(self.page_cache_probe, 3))
         errors = [x["error"] for x in results if "error" in x]
         if errors:
             r.error = errors[0][:500]
@@ -493,6 +500,9 @@ def parse_args(argv: list[str] | None = None):
     ap.add_argument("--only", default=",".join(SYSTEMS), help=f"systems, comma separated: {','.join(SYSTEMS)}")
     ap.add_argument("--server-python", default=sys.executable,
                     help="interpreter that runs `headwater serve` (another venv/worktree; default this one)")
+    ap.add_argument("--warm-memory", type=float, default=0.0, metavar="GIB",
+                    help="before each measured window touch and release this much memory, so new page-cache "
+                         "pages are backed ones (machine_state.py; docs/benchmarks.md, the machine's memory state)")
     ap.add_argument("--quick", action="store_true", help="smoke run: 100 B only, 0.5 s runs")
     ap.add_argument("--json", help="write the results here (JSON; default: a new file in the temp directory)")
     ap.add_argument("--chart", help="render a PNG chart here (needs matplotlib: the bench extra)")

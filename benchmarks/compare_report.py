@@ -38,9 +38,11 @@ def progress_line(r) -> str:
     extra = ""
     if r.op == "latency" and r.lat_us:
         extra = f" p50 {r.lat_us['p50'] / 1000:.2f} ms p99 {r.lat_us['p99'] / 1000:.2f} ms ({r.lat_unit})"
-    cpu = f" cpu {r.cpu_s_per_m:.1f} s/M" if r.cpu_s_per_m is not None else ""
+    cpu = f" cpu {r.cpu_s_per_m:.3f} s/M" if r.cpu_s_per_m is not None else ""
+    probe = getattr(r, "page_cache_ms_mib", None)
+    page = f" page cache {probe:.2f} ms/MiB" if probe is not None else ""
     return (f"# {r.system:9} {r.label:44} fsync {r.fsync:4} {_size(r.size):>6} {r.op:8} {r.count:>9} msgs "
-            f"{r.msg_s:>12,.0f} msg/s {r.mb_s:8.1f} MB/s{cpu}{extra}")
+            f"{r.msg_s:>12,.0f} msg/s {r.mb_s:8.1f} MB/s{cpu}{extra}{page}")
 
 
 def _key(r: dict) -> tuple:
@@ -57,8 +59,8 @@ def _by_case(rows: list[dict]) -> dict:
 def tables(result: dict) -> str:
     """The results table (one line per client and size), the Headwater/peer ratios, skips."""
     out = ["| system | client | fsync | size | produce msg/s | MB/s | server CPU s/M | consume msg/s | MB/s |"
-           " server CPU s/M | ack p50 / p99 / p99.9 ms (at msg/s, per) |",
-           "|---|---|---|---|---:|---:|---:|---:|---:|---:|---|"]
+           " server CPU s/M | ack p50 / p99 / p99.9 ms (at msg/s, per) | page cache ms/MiB |",
+           "|---|---|---|---|---:|---:|---:|---:|---:|---:|---|---:|"]
     cases = _by_case(result["rows"])
     for (system, label, fsync, size), ops in cases.items():
         p, c, lat = ops.get("produce"), ops.get("consume"), ops.get("latency")
@@ -72,7 +74,7 @@ def tables(result: dict) -> str:
             else:
                 partial = "" if r["op"] == "produce" or r["stopped_by"] != "time" else \
                     f" ({r['count']:,} of {r['expected']:,} in {r['seconds']:.0f} s)"
-                cells += [_n(r["msg_s"]) + partial, _n(r["mb_s"], 1), _n(r["cpu_s_per_m"], 1)]
+                cells += [_n(r["msg_s"]) + partial, _n(r["mb_s"], 1), _n(r["cpu_s_per_m"], 3)]
         if lat and lat["lat_us"]:
             q = lat["lat_us"]
             cells.append(f"{q['p50'] / 1000:.2f} / {q['p99'] / 1000:.2f} / {q['p999'] / 1000:.2f} "
@@ -81,6 +83,10 @@ def tables(result: dict) -> str:
             cells.append("error")
         else:
             cells.append("")
+        # the machine's page-cache write cost before the produce window (machine_state.py): the
+        # same code costs several times more system CPU per message when it is high
+        probe = (p or {}).get("page_cache_ms_mib")
+        cells.append(f"{probe:.2f}" if probe is not None else "")
         out.append("| " + " | ".join(cells) + " |")
     out += ["", *ratio_lines(result["rows"])]
     errors = [r for r in result["rows"] if r["error"]]
