@@ -127,6 +127,7 @@ class Broker:
             topic = Topic(stream.id, v["id"], v["name"], v["created_at_us"], options)
             stream.topics[topic.id] = topic
             to_open.append((topic, v["partitions"]))
+        self.catalog.changed()  # name lookups cached before the load (none, today) are dropped
         named = [(t.stream_id, t.id, int(pid)) for t, parts in to_open for pid in parts]
         if not records:  # a started server always has its root user: this catalog is new
             found = self.engine.retain([], dry_run=True)

@@ -112,12 +112,18 @@ class Catalog:
     streams: dict[int, Stream] = field(default_factory=dict)
     generation: int = 0
     """Bumped by :meth:`changed` whenever a stream or topic is added, removed or renamed: caches
-    keyed by names (the Kafka front-end's :class:`~headwater.frontends.kafka.names.Names`) are
-    valid while it stays the same."""
+    keyed by names (the Kafka front-end's :class:`~headwater.frontends.kafka.names.Names`, and
+    :meth:`topic`'s own) are valid while it stays the same."""
+    _found: dict = field(default_factory=dict, repr=False)
+    """``(stream ident, topic ident) -> Topic`` for :meth:`topic`, idents as the caller gave them
+    (id or name): a request's lookup is one dict get, not a scan of the siblings' names. Emptied
+    by :meth:`changed`; only topics found are kept."""
 
     def changed(self) -> None:
-        """A stream or topic was added, removed or renamed (the broker calls this after each)."""
+        """A stream or topic was added, removed or renamed (the broker calls this after each,
+        and after loading the catalog at boot)."""
         self.generation += 1
+        self._found.clear()
 
     def stream(self, ident: int | str) -> Stream:
         if isinstance(ident, int):
@@ -129,4 +135,14 @@ class Catalog:
         return s
 
     def topic(self, stream: int | str, topic: int | str) -> Topic:
-        return self.stream(stream).topic(topic)
+        """The topic ``topic`` (id or name) of stream ``stream`` (id or name).
+
+        Raises StreamNotFound / TopicNotFound. Every send and poll looks its topic up here."""
+        key = (stream, topic)
+        t = self._found.get(key)
+        if t is None:
+            t = self._found[key] = self.stream(stream).topic(topic)
+            if len(self._found) > 4096:  # idents from clients: bounded whatever they send
+                self._found.clear()
+                self._found[key] = t
+        return t
