@@ -85,6 +85,7 @@ class Permissions:
 
 
 ALL_GLOBAL = GlobalPermissions(*([True] * 10))
+NO_GLOBAL = GlobalPermissions()  # frozen: one shared instance for users without grants
 
 
 class Checker:
@@ -97,7 +98,7 @@ class Checker:
         self._root = is_root
 
     def _g(self) -> GlobalPermissions:
-        return self._p.global_ if self._p else GlobalPermissions()
+        return self._p.global_ if self._p else NO_GLOBAL
 
     def _s(self, stream_id: int | None) -> StreamPermissions | None:
         if self._p is None or stream_id is None:
