@@ -71,8 +71,9 @@ IDLE, RECEIVING, BUSY, SENDING, CLOSING = range(5)
 _REASONS = {IDLE: "idle", RECEIVING: "frame_receive_timeout", SENDING: "send_stall", CLOSING: "close_timeout"}
 _REFUSAL_LOG_EVERY_S = 10.0
 _CLOSE_GRACE_S = 2.0
-_LINGER_S = 1.0  # close_gracefully: how long the peer has to close its side after our FIN
+_LINGER_S = 1.0  # close_gracefully: how long the peer may be silent without closing its side after our FIN
 _FLUSH_S = 10.0  # close_gracefully: how long the peer has to read what is queued
+_DISCARD_MAX_S = 5.0  # close_gracefully: how long a peer that keeps sending is read and dropped
 _DISCARD_CHUNK = 64 * 1024
 _now = time.monotonic
 
@@ -247,8 +248,9 @@ async def close_gracefully(reader: "asyncio.StreamReader | FrameReader | None", 
     2. half-close: send FIN (``write_eof``) so the peer sees the end of our output, where the
        transport can (plain TCP; asyncio's SSL transport cannot: a TLS connection skips this and
        step 3, its ``close`` sends close_notify; docs/gaps.md);
-    3. discard what the peer still sends until its end of stream, for at most ``linger_s``
-       seconds (``reader``: the connection's reader, no read waiting on it; None skips this);
+    3. discard what the peer still sends until its end of stream (``reader``: the connection's
+       reader, no read waiting on it; None skips this), while the peer goes no more than
+       ``linger_s`` seconds without sending and for at most ``_DISCARD_MAX_S`` in all;
     4. close the transport. A peer that does not read in time (step 1) is aborted (what is
        queued would never leave); one that does not close in time (step 3) is closed anyway.
 
@@ -273,13 +275,13 @@ async def close_gracefully(reader: "asyncio.StreamReader | FrameReader | None", 
         if conn is not None:
             conn.phase, conn.since = CLOSING, _now()
         transport.write_eof()
-        end = loop.time() + linger_s
+        end = loop.time() + _DISCARD_MAX_S
         while not transport.is_closing():
             left = end - loop.time()
             if left <= 0:
                 return
             try:
-                chunk = await asyncio.wait_for(reader.read(_DISCARD_CHUNK), left)
+                chunk = await asyncio.wait_for(reader.read(_DISCARD_CHUNK), min(left, linger_s))
             except asyncio.TimeoutError:
                 return
             if not chunk:
