@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import socket
 import struct
+import threading
 import time
 
 import pytest
@@ -92,15 +93,29 @@ def test_a_reply_written_at_sigterm_arrives_whole_before_a_clean_end(fresh_serve
     try:
         assert create_topic(w, "graceful").error_code == 0
         fetch, correlation = w.frame(FETCH, 4, fetch_request(4, "graceful", 0, max_wait_ms=60_000))
-        w.send_raw(fetch + api_versions_frame(w, 99) + b"\0" * 65536)  # (fits in the socket buffers)
+        # more than the server stages while the poll is parked (1 MiB), so some stays in the kernel;
+        # sent from a thread: the server reads none of it until it ends the connection
+        sent: list = []
+        sender = threading.Thread(target=_send_all, args=(w.sock, fetch + api_versions_frame(w, 99) + b"\0" * MORE * 2,
+                                                          sent))
+        sender.start()
         time.sleep(0.5)  # (the poll is usually parked by now; either way the checks below hold)
         assert fresh_server.stop() == 0
         data, end = read_to_end(w.sock)
-        assert end == "eof"
+        sender.join()
+        assert end == "eof" and sent == ["all"], (end, sent)
         frames = kafka_frames(data)  # whole responses only
         assert [c for c, _ in frames] in ([correlation], []), frames
     finally:
         w.close()
+
+
+def _send_all(sock: socket.socket, data: bytes, outcome: list) -> None:
+    try:
+        sock.sendall(data)
+        outcome.append("all")
+    except OSError as e:  # ECONNRESET, EPIPE: the server reset the connection
+        outcome.append(repr(e))
 
 
 def test_an_iggy_frame_refused_gets_its_eviction_whole_then_a_clean_end(fresh_server):
