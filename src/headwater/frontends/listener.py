@@ -41,7 +41,9 @@ Limits (``Limits``; each 0 turns it off):
   SENDING    waiting for the peer to read   ``send_stall_timeout_s`` abort
              (restarts whenever the queued  (no byte read by the
              bytes shrink)                  peer for that long)
-  CLOSING    expired, close requested       ``_CLOSE_GRACE_S``       abort
+  CLOSING    expired, close requested, or   ``_CLOSE_GRACE_S``       abort
+             its coroutine returned (the
+             FIN of ``close_gracefully``)
   ========== ============================== ======================== =============
 
   Expired connections are logged once per sweep and reason, with a count.
@@ -73,7 +75,8 @@ _REFUSAL_LOG_EVERY_S = 10.0
 _CLOSE_GRACE_S = 2.0
 _LINGER_S = 1.0  # close_gracefully: how long the peer may be silent without closing its side after our FIN
 _FLUSH_S = 10.0  # close_gracefully: how long the peer has to read what is queued
-_DISCARD_MAX_S = 5.0  # close_gracefully: how long a peer that keeps sending is read and dropped
+_DISCARD_MAX_S = _CLOSE_GRACE_S  # close_gracefully: how long a peer that keeps sending is read and dropped
+# (the sweeper, when on, aborts a connection CLOSING for longer anyway)
 _DISCARD_CHUNK = 64 * 1024
 _now = time.monotonic
 
