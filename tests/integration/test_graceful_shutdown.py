@@ -71,18 +71,17 @@ def test_connected_clients_see_a_clean_end_at_sigterm(fresh_server):
     kafka = KafkaWire(fresh_server.kafka_address)
     kafka.send_raw(api_versions_frame(kafka, 7))
     assert struct.unpack_from(">i", kafka.read_frame())[0] == 7  # its answer (correlation id 7)
-    ws = ws_connect(f"ws://127.0.0.1:{fresh_server.websocket_port}/", open_timeout=20)  # noqa: SIM115
     try:
-        assert fresh_server.stop() == 0
-        assert read_to_end(iggy.sock) == (b"", "eof")
-        assert read_to_end(kafka.sock)[1] == "eof"
-        with pytest.raises(ConnectionClosed) as closed:
-            ws.recv(timeout=30)
-        assert closed.value.rcvd is not None and closed.value.rcvd.code == 1001
+        with ws_connect(f"ws://127.0.0.1:{fresh_server.websocket_port}/", open_timeout=20) as ws:
+            assert fresh_server.stop() == 0
+            assert read_to_end(iggy.sock) == (b"", "eof")
+            assert read_to_end(kafka.sock)[1] == "eof"
+            with pytest.raises(ConnectionClosed) as closed:
+                ws.recv(timeout=30)
+            assert closed.value.rcvd is not None and closed.value.rcvd.code == 1001  # going away
     finally:
         iggy.close()
         kafka.close()
-        ws.close()
 
 
 def test_a_reply_written_at_sigterm_arrives_whole_before_a_clean_end(fresh_server):
