@@ -205,8 +205,12 @@ class App:
     async def stop(self) -> None:
         for j in self._jobs:
             j.cancel()
-        for listener in self.listeners:
-            await listener.stop()
+        # every listener at once: each waits (bounded) for its connections' requests in hand and
+        # graceful closes, so one after another would add their deadlines up
+        results = await asyncio.gather(*(listener.stop() for listener in self.listeners), return_exceptions=True)
+        for listener, result in zip(self.listeners, results):
+            if isinstance(result, BaseException):
+                log.error("listener stop failed", exc_info=result, extra={"kv": {"listener": listener.name}})
         self.broker.close()
         log.info("stopped")
 

@@ -119,6 +119,19 @@ class CorruptData(BrokerError):
     """Stored data failed verification; the read is refused (fail closed)."""
 
 
+class CorruptBatch(CorruptData):
+    """A read reached a damaged batch of a served partition (not a fenced one): the batches
+    before it are served, a read at or past ``offset`` up to it fails. ``partition``:
+    (stream id, topic id, partition id); ``offset``: the first offset the damaged batch holds
+    (at least: storage reports the lowest it may begin at). Iggy 4027 InvalidMessageChecksum,
+    Kafka CORRUPT_MESSAGE (2)."""
+
+    def __init__(self, message: str, partition: tuple[int, int, int], offset: int):
+        super().__init__(message)
+        self.partition = partition
+        self.offset = offset
+
+
 class InvalidBatch(BrokerError):
     """A produced batch failed admission validation. ``code`` is the Iggy batch error code."""
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Awaitable, Callable, NamedTuple
 
 from ..codec import batch as batch_codec
-from ..storage.api import CorruptSegment, PartitionLog, RecoveryOutcome, SegmentInfo, SegmentPolicy
+from ..storage.api import CorruptBatch, CorruptSegment, PartitionLog, RecoveryOutcome, SegmentInfo, SegmentPolicy
 from . import errors
 
 
@@ -185,8 +185,9 @@ class Partition:
         log start. Offsets compaction removed are stepped over: ``count`` counts
         messages, not offsets, so a read across gaps still returns up to
         ``count`` messages (their offsets are ``base_offset + offset_delta``).
-        Raises CorruptData when storage refuses a damaged segment or the
-        partition is fenced. ``metered``: count the read in ``messages_out`` /
+        A damaged batch ends the read: the batches before it are returned; a read that
+        would begin with it raises CorruptBatch (a CorruptData). Raises CorruptData when
+        storage refuses a damaged segment otherwise or the partition is fenced. ``metered``: count the read in ``messages_out`` /
         ``bytes_out`` (False for reads that are not consumers', e.g. the console's).
         ``nowait``: raise storage's NotCached (the bytes being read in on a worker thread)
         instead of waiting for bytes that are not in the page cache.
@@ -199,6 +200,10 @@ class Partition:
             return [], 0
         try:
             stored = self.log.read(start, count, max_bytes, nowait=nowait)
+        except CorruptBatch as e:  # the read began at a damaged batch (reads before it stop short of it)
+            where = (self.stream_id, self.topic_id, self.id)
+            raise errors.CorruptBatch(f"partition {where}: damaged batch at offset {e.offset}: {e}", where,
+                                      e.offset) from e
         except CorruptSegment as e:
             raise errors.CorruptData(str(e)) from e
         out: list[bytes | memoryview] = []

@@ -8,6 +8,13 @@ accepting, asks every connection to finish (the coroutine sees ``closing`` set
 and returns after its in-flight request), waits up to a deadline, then cancels
 what is left (uvicorn's shape).
 
+Every connection the server ends (its coroutine returned: shutdown, a refused
+frame, an eviction, a protocol error) is closed by :func:`close_gracefully`, so
+the peer reads every byte written before the close (the last reply or error)
+and then a clean end of stream, never a reset: a socket closed with input it
+has not read, or output not yet sent, makes the kernel send an RST, which can
+destroy the reply still in the peer's receive buffer.
+
 Limits (``Limits``; each 0 turns it off):
 
 - ``max_connections``: a connection accepted past it is closed at once (no
@@ -34,7 +41,9 @@ Limits (``Limits``; each 0 turns it off):
   SENDING    waiting for the peer to read   ``send_stall_timeout_s`` abort
              (restarts whenever the queued  (no byte read by the
              bytes shrink)                  peer for that long)
-  CLOSING    expired, close requested       ``_CLOSE_GRACE_S``       abort
+  CLOSING    expired, close requested, or   ``_CLOSE_GRACE_S``       abort
+             its coroutine returned (the
+             FIN of ``close_gracefully``)
   ========== ============================== ======================== =============
 
   Expired connections are logged once per sweep and reason, with a count.
@@ -64,6 +73,11 @@ IDLE, RECEIVING, BUSY, SENDING, CLOSING = range(5)
 _REASONS = {IDLE: "idle", RECEIVING: "frame_receive_timeout", SENDING: "send_stall", CLOSING: "close_timeout"}
 _REFUSAL_LOG_EVERY_S = 10.0
 _CLOSE_GRACE_S = 2.0
+_LINGER_S = 1.0  # close_gracefully: how long the peer may be silent without closing its side after our FIN
+_FLUSH_S = 10.0  # close_gracefully: how long the peer has to read what is queued
+_DISCARD_MAX_S = _CLOSE_GRACE_S  # close_gracefully: how long a peer that keeps sending is read and dropped
+# (the sweeper, when on, aborts a connection CLOSING for longer anyway)
+_DISCARD_CHUNK = 64 * 1024
 _now = time.monotonic
 
 
@@ -101,8 +115,8 @@ class Connection:
     before the close (the Iggy front-end queues an Eviction there).
     """
 
-    __slots__ = ("peer", "closing", "phase", "since", "on_idle", "_writer", "_high", "_queued", "_draining",
-                 "_stall_since")
+    __slots__ = ("peer", "closing", "phase", "since", "on_idle", "ending", "_writer", "_high", "_queued",
+                 "_draining", "_stall_since")
 
     def __init__(self, peer: str, closing: asyncio.Event, writer: asyncio.StreamWriter | None = None, high: int = 0):
         self.peer = peer
@@ -110,6 +124,7 @@ class Connection:
         self.phase = IDLE
         self.since = _now()
         self.on_idle: Callable[[], None] | None = None
+        self.ending = False  # its coroutine returned: being closed by close_gracefully (bounded)
         self._writer = writer
         self._high = high
         self._queued = 0
@@ -225,6 +240,60 @@ class Connection:
             transport.close()  # flushes what is queued (an Eviction), then EOF for the reader
         else:
             transport.abort()  # the peer does not read: drop what is queued
+
+
+async def close_gracefully(reader: "asyncio.StreamReader | FrameReader | None", writer: asyncio.StreamWriter,
+                           conn: "Connection | None" = None, linger_s: float = _LINGER_S) -> None:
+    """Close a connection the server ends without resetting it (a "lingering close").
+
+    1. flush: wait until the peer has read everything queued (``conn`` given: in its SENDING
+       phase, so the listener's send-stall timeout applies), for at most ``_FLUSH_S``;
+    2. half-close: send FIN (``write_eof``) so the peer sees the end of our output, where the
+       transport can (plain TCP; asyncio's SSL transport cannot: a TLS connection skips this and
+       step 3, its ``close`` sends close_notify; docs/gaps.md);
+    3. discard what the peer still sends until its end of stream (``reader``: the connection's
+       reader, no read waiting on it; None skips this), while the peer goes no more than
+       ``linger_s`` seconds without sending and for at most ``_DISCARD_MAX_S`` in all;
+    4. close the transport. A peer that does not read in time (step 1) is aborted (what is
+       queued would never leave); one that does not close in time (step 3) is closed anyway.
+
+    Why: closing a socket with input not yet read makes the kernel send an RST, which can
+    destroy the last reply still in the peer's receive buffer (the peer sees ECONNRESET).
+    Never raises but CancelledError (the transport is closed first)."""
+    transport = writer.transport
+    if transport.is_closing():
+        return
+    loop = asyncio.get_running_loop()
+    try:
+        if transport.get_write_buffer_size():
+            transport.set_write_buffer_limits(high=0, low=0)  # drain() now waits until all of it is sent
+            flush = conn.drain(writer) if conn is not None else writer.drain()
+            try:
+                await asyncio.wait_for(flush, _FLUSH_S)
+            except asyncio.TimeoutError:
+                transport.abort()
+                return
+        if reader is None or not transport.can_write_eof() or writer.get_extra_info("sslcontext") is not None:
+            return
+        if conn is not None:
+            conn.phase, conn.since = CLOSING, _now()
+        transport.write_eof()
+        end = loop.time() + _DISCARD_MAX_S
+        while not transport.is_closing():
+            left = end - loop.time()
+            if left <= 0:
+                return
+            try:
+                chunk = await asyncio.wait_for(reader.read(_DISCARD_CHUNK), min(left, linger_s))
+            except asyncio.TimeoutError:
+                return
+            if not chunk:
+                return  # the peer's end of stream: both sides are done, nothing left unread
+    except (ConnectionError, OSError, RuntimeError, asyncio.IncompleteReadError):
+        pass  # broken meanwhile (RuntimeError: another read still waits on the reader): just close
+    finally:
+        if not transport.is_closing():
+            transport.close()
 
 
 Serve = Callable[[asyncio.StreamReader | FrameReader, asyncio.StreamWriter, Connection], Awaitable[None]]
@@ -373,15 +442,19 @@ class Listener:
         except Exception:
             log.exception("connection failed", extra={"kv": {"listener": self.name}})
         finally:
-            self._tasks.pop(task, None)
-            self._connections.dec()
             try:
                 if conn.deadline_phase == SENDING or conn.phase == CLOSING:
                     writer.transport.abort()  # what is queued would never leave
                 else:
-                    writer.close()
-            except Exception:
-                pass
+                    conn.ending = True
+                    await close_gracefully(reader, writer, conn)
+            except BaseException:
+                writer.transport.abort()
+                raise
+            finally:
+                # (still counted while it closes: stop() waits for it, max_connections counts it)
+                self._tasks.pop(task, None)
+                self._connections.dec()
 
     async def _sweep(self, interval: float) -> None:
         """Close connections overdue in their phase (see the module table); log a line per reason."""
@@ -414,8 +487,8 @@ class Listener:
         if self._server is not None:
             self._server.close()
         for task, conn in list(self._tasks.items()):
-            if not conn.busy:
-                task.cancel()  # idle: waiting for the next request
+            if not conn.busy and not conn.ending:
+                task.cancel()  # idle: waiting for the next request (one ending closes by itself, bounded)
         tasks = list(self._tasks)
         if tasks:
             done, pending = await asyncio.wait(tasks, timeout=deadline_s)

@@ -27,6 +27,19 @@ class CorruptSegment(StorageError):
     """A segment failed verification: recovery or a read refused to serve it (fail closed)."""
 
 
+class CorruptBatch(CorruptSegment):
+    """A read met a damaged batch in an opened segment (its header does not fit, or it fails
+    ``batch.verify``: a batch or frame checksum). ``offset``: the first offset the batch would
+    hold (the offset a reader must not get past); ``position``: its byte in the segment file.
+    Reads that begin before it return the batches before it and stop there; a read that
+    would begin with it raises this."""
+
+    def __init__(self, message: str, offset: int, position: int):
+        super().__init__(message)
+        self.offset = offset
+        self.position = position
+
+
 class OffsetMismatch(StorageError):
     """An appended batch's base_offset is not the log's next offset."""
 
@@ -183,7 +196,8 @@ class PartitionLog(Protocol):
         Stops once ``max_messages`` offsets from start_offset on are covered or
         ``max_bytes`` would be passed, but always returns at least one batch
         when one exists. Batches are re-verified when the policy says
-        ``validate_checksum``; a mismatch raises CorruptSegment. ``nowait``: raise
+        ``validate_checksum``. A damaged batch ends the read: the batches before it are
+        returned, and a read that would begin with it raises CorruptBatch. ``nowait``: raise
         NotCached instead of waiting for bytes that are not in the page cache.
         """
 

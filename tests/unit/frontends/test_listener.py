@@ -195,3 +195,73 @@ def test_a_half_received_frame_does_not_hold_shutdown():
             writer.close()
 
     run(go())
+
+
+class Refuser:
+    """Answers the first frame, then ends the connection without reading what follows (a
+    protocol error that closes: the Iggy refusal, the Kafka size refusal)."""
+
+    async def serve(self, reader, writer, conn) -> None:
+        head = await conn.receive(reader, 4)
+        await reader.readexactly(SIZE.unpack(head)[0])
+        conn.handling()
+        await conn.reply(writer, frame(b"last words"))
+
+
+async def to_end(reader: asyncio.StreamReader) -> tuple[bytes, str]:
+    got = bytearray()
+    while True:
+        try:
+            chunk = await reader.read(1 << 16)
+        except ConnectionResetError:
+            return bytes(got), "reset"
+        if not chunk:
+            return bytes(got), "eof"
+        got += chunk
+
+
+@pytest.mark.parametrize("more", [0, 64 * 1024, 4 << 20])
+def test_a_connection_the_server_ends_is_closed_gracefully(more):
+    """The client gets the last reply whole, then a clean end of stream (never a reset), also
+    when it sent more than the server reads (read and dropped until the client's end)."""
+
+    async def go():
+        listener = Listener("toy", "127.0.0.1", 0, Refuser().serve, limits=Limits())
+        await listener.start()
+        reader, writer = await asyncio.open_connection("127.0.0.1", listener.bound_port)
+        try:
+            writer.write(frame() + b"\xee" * more)
+            sending = asyncio.ensure_future(writer.drain())
+            got, end = await to_end(reader)
+            await sending  # all of it was taken (read and dropped), no reset
+            assert (got, end) == (frame(b"last words"), "eof")
+            writer.close()
+            async with asyncio.timeout(10):
+                while listener.connection_count:  # closed once the client closed its side
+                    await asyncio.sleep(0.01)
+        finally:
+            writer.close()
+            await listener.stop()
+
+    run(go())
+
+
+def test_stop_waits_for_a_connection_being_closed():
+    """A connection whose coroutine has returned and whose close waits for the client's end is
+    still counted; stop() waits for it (bounded by the close's own linger)."""
+
+    async def go():
+        listener = Listener("toy", "127.0.0.1", 0, Refuser().serve, limits=Limits())
+        await listener.start()
+        reader, writer = await asyncio.open_connection("127.0.0.1", listener.bound_port)
+        try:
+            writer.write(frame())
+            assert await reader.readexactly(len(frame(b"last words"))) == frame(b"last words")
+            assert await reader.read(1) == b""  # the server's FIN; the client has not closed yet
+            assert listener.connection_count == 1  # lingering for the client's end
+            await asyncio.wait_for(listener.stop(), 10)
+            assert listener.connection_count == 0
+        finally:
+            writer.close()
+
+    run(go())

@@ -12,7 +12,7 @@ import os
 
 import pytest
 
-from headwater.storage.api import CorruptSegment, NotCached, SegmentPolicy
+from headwater.storage.api import CorruptBatch, CorruptSegment, NotCached, SegmentPolicy
 from headwater.storage.local import readahead
 
 from storage_batches import stamped_batch
@@ -118,9 +118,12 @@ def test_retention_deleting_the_segment_while_the_worker_reads(open_log):
 
 
 def test_a_batch_damaged_on_disk_fails_closed_after_the_worker_read(open_log):
+    """The worker's read meets the damage like a cached read: the batches before it are
+    served unchanged, a read that reaches it fails closed (CorruptBatch, a CorruptSegment)."""
     log = open_log()
     fill(log, 20)
-    position = sum(len(b) for b in plain(log, 0, 50)[:5])  # the sixth batch
+    before = plain(log, 0, 10_000)
+    position = sum(len(b) for b in before[:5])  # the sixth batch (offsets 50..59)
     path = glob.glob(os.path.join(log.directory, "*.log"))[0]
     fd = os.open(path, os.O_RDWR)
     try:
@@ -130,11 +133,17 @@ def test_a_batch_damaged_on_disk_fails_closed_after_the_worker_read(open_log):
         os.close(fd)
     drop_cache(log)
     misses: list = []
-    with pytest.raises(CorruptSegment, match=f"batch at byte {position}"):
-        asyncio.run(waiting(log, 0, 10_000, misses=misses))
-    assert misses
-    with pytest.raises(CorruptSegment, match=f"batch at byte {position}"):
-        plain(log, 0, 10_000)
+    with pytest.raises(CorruptBatch, match=f"batch at byte {position}") as err:
+        asyncio.run(waiting(log, 50, 10_000, misses=misses))
+    assert misses and isinstance(err.value, CorruptSegment)
+    drop_cache(log)
+    assert asyncio.run(waiting(log, 0, 10_000)) == before[:5]
+    assert (err.value.offset, err.value.position) == (50, position)
+    assert plain(log, 0, 10_000) == before[:5]
+    for start in (50, 55, 59):
+        with pytest.raises(CorruptBatch, match=f"batch at byte {position}"):
+            plain(log, start, 10_000)
+    assert plain(log, 60, 10_000) == before[6:]  # reads past the damage do not touch it
 
 
 @pytest.mark.parametrize("check", ["cachestat", "probe"])

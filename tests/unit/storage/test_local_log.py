@@ -7,7 +7,7 @@ import os
 import pytest
 
 from headwater.codec.batch import read_header
-from headwater.storage.api import CorruptSegment, OffsetMismatch, SegmentPolicy, StorageError
+from headwater.storage.api import CorruptBatch, CorruptSegment, OffsetMismatch, SegmentPolicy, StorageError
 
 from storage_batches import stamped_batch
 
@@ -273,10 +273,14 @@ def test_flipped_byte_on_disk_fails_the_read_closed(open_log, filler):
         f.seek(BATCH + 400)
         f.write(bytes([byte[0] ^ 0x40]))
     assert len(log.read(0, 9, 1 << 30)) == 3  # the first segment is intact
-    with pytest.raises(CorruptSegment) as err:
-        log.read(9, 100, 1 << 30)
-    assert "00000000000000000009.log" in str(err.value)
-    assert f"byte {BATCH}" in str(err.value)
+    first = log.read(9, 100, 1 << 30)  # the batch before the damage, and no further
+    assert [bytes(b) for b in first] == [bytes(log.read(9, 3, 1 << 30)[0])] and len(first[0]) == BATCH
+    for start in (12, 14):  # a read that begins at the damaged batch fails closed
+        with pytest.raises(CorruptBatch) as err:
+            log.read(start, 100, 1 << 30)
+        assert isinstance(err.value, CorruptSegment) and (err.value.offset, err.value.position) == (12, BATCH)
+        assert "00000000000000000009.log" in str(err.value)
+        assert f"byte {BATCH}" in str(err.value)
     log.close()
     unchecked = open_log(SegmentPolicy(segment_size=2000, index_interval_bytes=1, validate_checksum=False))
     assert len(unchecked.read(9, 9, 1 << 30)) == 3  # served as stored when checks are off

@@ -13,6 +13,7 @@ from starlette.responses import JSONResponse
 from ...codec.errors import CodecError
 from ...codec.iggy.codes import IggyErrorCode
 from ...core import errors as core_errors
+from .. import corrupt
 from ..iggy.errors import code_for
 
 C = IggyErrorCode
@@ -75,6 +76,8 @@ def error_response(code: int, reason: str, field: str | None = None, *, status: 
 def response_for(exc: Exception) -> JSONResponse:
     """A core or codec error -> its reply (the same code the TCP front-end answers)."""
     if isinstance(exc, core_errors.BrokerError):
+        if isinstance(exc, core_errors.CorruptData):
+            corrupt.report(exc, "http")  # (once a minute per partition)
         return error_response(code_for(exc), str(exc))
     if isinstance(exc, CodecError):
         return error_response(exc.code, str(exc), getattr(exc, "field", None))

@@ -33,7 +33,8 @@ ERROR_CODES: dict[type[e.BrokerError], int] = {
     e.MessageTooLarge: 4022,  # TooBigMessagePayload
     e.OffsetOutOfRange: 4100,  # InvalidOffset
     e.ConsumerOffsetNotFound: 3021,
-    e.CorruptData: 4011,  # CannotReadMessage
+    e.CorruptData: 4011,  # CannotReadMessage (a fenced partition, a segment refused)
+    e.CorruptBatch: 4027,  # InvalidMessageChecksum: a read reached a damaged batch
     e.InvalidBatch: 4,  # overridden by the error's own .code
     e.ConsumerGroupNotFound: 5000,
     e.ConsumerGroupNameExists: 5004,

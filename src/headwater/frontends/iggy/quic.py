@@ -47,6 +47,7 @@ log = logging.getLogger("headwater.iggy.quic")
 _HEADER = framing.HEADER_SIZE
 _SIZE = struct.Struct("<I")
 _EVICT_LINGER_S = 1.0  # time for an Eviction frame to leave before the connection closes
+_ACK_WAIT_S = 2.0  # shutdown: how long the replies sent may wait for the peer's acknowledgement
 _CONNECTION_REFUSED = 0x2  # QUIC transport error code (RFC 9000, 20.1)
 _NO_ERROR = 0x0
 
@@ -172,8 +173,7 @@ class _IggyQuicProtocol(QuicConnectionProtocol):
                 except Exception as e:  # the client reset or stopped the stream: its reply has nowhere to go
                     log.debug("quic reply dropped", extra={"kv": {"peer": self.peer, "error": str(e)}})
                 self.busy = False
-                if self._listener.closing:
-                    self.shutdown()
+                if self._listener.closing:  # (the listener's stop closes it once the reply is acknowledged)
                     return
         except Exception:
             log.exception("quic connection failed", extra={"kv": {"peer": self.peer}})
@@ -201,6 +201,24 @@ class _IggyQuicProtocol(QuicConnectionProtocol):
         except Exception:  # the stream may be gone (reset, or a server-side id): close anyway
             pass
         asyncio.get_running_loop().call_later(_EVICT_LINGER_S, self.shutdown)
+
+    def unacknowledged(self) -> bool:
+        """Whether stream data this side sent (a reply, its FIN) is not acknowledged by the peer yet.
+
+        aioquic has no public call for this: it reads ``QuicConnection._streams`` (private;
+        read guardedly: when it is missing or not a dict, nothing counts as unacknowledged) and
+        each stream's ``sender`` (``is_finished``: every byte and the FIN acknowledged;
+        ``highest_offset``, ``buffer_is_empty``: something was written), aioquic 1.x."""
+        streams = getattr(self._quic, "_streams", None)
+        if not isinstance(streams, dict):
+            return False
+        for stream in streams.values():
+            sender = getattr(stream, "sender", None)
+            if sender is None or getattr(sender, "is_finished", True):
+                continue
+            if getattr(sender, "highest_offset", 0) or not getattr(sender, "buffer_is_empty", True):
+                return True
+        return False
 
     def shutdown(self) -> None:
         """Close the connection (NO_ERROR) and send the CONNECTION_CLOSE now."""
@@ -266,16 +284,22 @@ class QuicListener:
                                             "address": format_address(self.host, self.bound_port) + "/udp"}})
 
     async def stop(self, deadline_s: float = 5.0) -> None:
-        """Stop accepting; idle connections close now, busy ones after their request
-        (bounded by ``deadline_s``); then the socket closes."""
+        """Stop accepting; busy connections finish their request (bounded by ``deadline_s``);
+        every connection closes (NO_ERROR) once the stream data it sent is acknowledged (at
+        most ``_ACK_WAIT_S`` more); then the socket closes."""
         self.closing = True
         for proto in list(self.connections):
-            if not proto.busy:
-                proto.shutdown()
+            if not proto.busy and not proto.unacknowledged():
+                proto.shutdown()  # idle, everything it sent acknowledged: close now
         loop = asyncio.get_running_loop()
         end = loop.time() + deadline_s
         while any(p.busy for p in self.connections) and loop.time() < end:
             await asyncio.sleep(0.05)
+        # the replies written must reach the peer before CONNECTION_CLOSE: aioquic retransmits
+        # lost stream data only while the connection is open (bounded: a peer that went silent)
+        end = min(end, loop.time() + _ACK_WAIT_S)
+        while any(p.unacknowledged() for p in self.connections) and loop.time() < end:
+            await asyncio.sleep(0.02)
         for proto in list(self.connections):
             proto.shutdown()
             proto._on_terminated()

@@ -29,6 +29,7 @@ from ...config import TcpConfig
 from ...core import errors as core_errors
 from ...core.broker import Broker
 from ...core.users import USER_ACTIVE
+from .. import corrupt
 from ..frames import FrameReader
 from ..listener import IDLE, Connection, Limits
 from . import handlers  # noqa: F401  (registers every handler)
@@ -81,7 +82,6 @@ class IggyFrontend:
     def __init__(self, broker: Broker, config: TcpConfig, data_dir: str = "."):
         self.broker = broker
         self.config = config
-        self._corrupt_logged: dict[str, float] = {}
         self._hashing = asyncio.Semaphore(2)  # concurrent Argon2id verifications
         self.clients = ClientTable(config.session_reply_cache)
         self.data_dir = data_dir
@@ -271,12 +271,8 @@ class IggyFrontend:
         """The Iggy status for a request of command ``code`` that raised ``e`` (logged)."""
         if isinstance(e, core_errors.CorruptData):
             # stored data failed verification: the read is refused, and an operator must hear of it
-            # (once a minute per distinct error, so a fenced partition polled in a loop does not flood the log)
-            now = time.monotonic()
-            message = str(e)
-            if now - self._corrupt_logged.get(message, -1e9) >= 60.0:
-                self._corrupt_logged[message] = now
-                log.error("corrupt data refused", extra={"kv": {"code": code, "error": message}})
+            # (once a minute per partition: a consumer polling the damage in a loop does not flood the log)
+            corrupt.report(e, "iggy", code=code)
             return code_for(e)
         if isinstance(e, core_errors.BrokerError):
             log.debug("request refused", extra={"kv": {"code": code, "error": str(e)}})

@@ -16,7 +16,8 @@ closes; a text message closes with 1003 (unsupported data); a message over
 the frame limit (``[tcp] max_frame_size``, 64 KiB before login) closes with
 1009; an Iggy frame refused by its header gets its Eviction frame in a binary
 message, then close code 1008 (policy violation). The upgrade must be whole
-within ``[tcp] frame_receive_timeout_s``.
+within ``[tcp] frame_receive_timeout_s``. Server shutdown: after the request in hand,
+close code 1001 (going away).
 """
 
 from __future__ import annotations
@@ -67,7 +68,9 @@ def make_websocket_serve(frontend: IggyFrontend):
                 try:
                     data = await reader.read(_READ)
                 except asyncio.CancelledError:
-                    return  # shutdown while idle
+                    if conn.closing.is_set():  # shutdown while idle: Close 1001 (going away)
+                        _going_away(ws, writer)
+                    raise
                 conn.receiving()
                 if not data:
                     ws.receive_eof()
@@ -112,10 +115,20 @@ def make_websocket_serve(frontend: IggyFrontend):
                 # a WebSocket frame half read (the parser's buffer, or no event from these bytes) or an
                 # Iggy frame half in keeps the frame-receive deadline running
                 between_frames = bool(events) and not pending and not ws.reader.buffer
+            _going_away(ws, writer)  # shutdown after the request in hand
         finally:
             session.close()
 
     return serve
+
+
+def _going_away(ws: ServerProtocol, writer: asyncio.StreamWriter) -> None:
+    """The server shuts down: queue a Close frame with 1001 (going away, RFC 6455 7.4.1). The
+    listener then closes the TCP connection gracefully (``close_gracefully``: the Close frame
+    leaves, the client's Close reply is read and dropped until its end of stream)."""
+    if ws.state is WsState.OPEN and not writer.transport.is_closing():
+        ws.send_close(CloseCode.GOING_AWAY, "server shutting down")
+        writer.writelines(ws.data_to_send())
 
 
 async def _handshake(ws: ServerProtocol, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,

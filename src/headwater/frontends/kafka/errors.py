@@ -89,7 +89,8 @@ ERROR_CODES: dict[type[e.BrokerError], int] = {
     e.MessageTooLarge: MESSAGE_TOO_LARGE,
     e.OffsetOutOfRange: OFFSET_OUT_OF_RANGE,
     e.ConsumerOffsetNotFound: UNKNOWN_SERVER_ERROR,
-    e.CorruptData: KAFKA_STORAGE_ERROR,
+    e.CorruptData: KAFKA_STORAGE_ERROR,  # a fenced partition, a segment refused
+    e.CorruptBatch: CORRUPT_MESSAGE,  # a read reached a damaged batch (the batches before it are served)
     e.StorageFailure: KAFKA_STORAGE_ERROR,  # a create rolled back on a filesystem error
     e.StorageWriteFailed: KAFKA_STORAGE_ERROR,  # the filesystem refused a write (ENOSPC, EDQUOT, EIO)
     e.MessagesNotSaved: KAFKA_STORAGE_ERROR,

@@ -151,11 +151,15 @@ class KafkaFrontend:
         max_size = self.config.max_request_size
         source = _Input(reader)
         session = Session(conn.peer.rpartition(":")[0] or conn.peer)
-        pipeline = _Pipeline(writer, conn)
+        task = asyncio.current_task()
+        pipeline = _Pipeline(writer, conn, task)
         try:
             await self._loop(source, writer, conn, max_size, session, pipeline)
             await pipeline.settled()  # shutting down: the requests in hand are answered
         except asyncio.CancelledError:
+            if pipeline.closed and pipeline.ended_us and not conn.closing.is_set():
+                task.uncancel()  # a request answered ahead ended the connection (see _Pipeline._answer)
+                return
             # the listener cancels a connection that waits for its next request at shutdown:
             # Produce requests answered ahead are appended, so their answers are still written
             if conn.closing.is_set():
@@ -167,7 +171,9 @@ class KafkaFrontend:
             if ahead is not None:
                 if not ahead.done():
                     ahead.cancel()
-                elif not ahead.cancelled():
+                    # its read must be over before the listener's close reads the rest of the input
+                    await asyncio.wait((ahead,))
+                if not ahead.cancelled():
                     ahead.exception()  # retrieved: the peer closed while we were leaving anyway
 
     async def _loop(
@@ -366,13 +372,15 @@ class _Pipeline:
     the answer: the producer retries, idempotent producers without duplicates).
     """
 
-    __slots__ = ("writer", "conn", "tasks", "closed")
+    __slots__ = ("writer", "conn", "tasks", "closed", "main", "ended_us")
 
-    def __init__(self, writer: asyncio.StreamWriter, conn: Connection):
+    def __init__(self, writer: asyncio.StreamWriter, conn: Connection, main: asyncio.Task | None = None):
         self.writer = writer
         self.conn = conn
         self.tasks: deque[asyncio.Task] = deque()
         self.closed = False  # a request answered ahead closed the connection
+        self.main = main  # the connection's coroutine (cancelled when an answer ends the connection)
+        self.ended_us = False  # an answer cancelled ``main`` to end the connection
 
     def _prune(self) -> None:
         tasks = self.tasks
@@ -433,7 +441,14 @@ class _Pipeline:
         conn, writer = self.conn, self.writer
         if reason is not None:
             log.info("connection closed", extra={"kv": {"peer": conn.peer, "reason": reason}})
-            writer.close()  # what is queued leaves first; the reading side then sees the end
+            # the connection's coroutine ends now (it may be waiting for the next request); the
+            # listener then closes the connection gracefully: what is queued leaves first, the
+            # input the peer sent meanwhile is read and dropped (no reset)
+            self.closed = True
+            main = self.main
+            if main is not None and not main.done() and not self.ended_us:
+                self.ended_us = True
+                main.cancel()
             return False
         try:
             await conn.reply(writer, out)

@@ -27,7 +27,7 @@ from array import array
 
 from headwater.codec import batch as codec_batch
 from headwater.codec.batch import BATCH_HEADER_SIZE
-from headwater.storage.api import CorruptSegment, SegmentInfo, StorageError, StorageWriteError
+from headwater.storage.api import CorruptBatch, CorruptSegment, SegmentInfo, StorageError, StorageWriteError
 
 from . import readahead
 from .readahead import pread_exact
@@ -398,6 +398,9 @@ class Segment:
     def _corrupt(self, position: int, reason: str) -> CorruptSegment:
         return CorruptSegment(f"{self.log_path}: batch at byte {position}: {reason}")
 
+    def _corrupt_batch(self, position: int, offset: int, reason: str) -> CorruptBatch:
+        return CorruptBatch(f"{self.log_path}: batch at byte {position} (offset {offset}): {reason}", offset, position)
+
     def _locate(self, offset: int) -> tuple[int, int]:
         """(position, base_offset) of the indexed batch to walk from for ``offset``."""
         floor = self._index.floor_by_offset(offset)
@@ -492,9 +495,11 @@ class Segment:
         ``base_offset + message_count - 1`` (the active one is never compacted).
         A batch whose first message is below ``start_offset`` counts
         ``message_count - (start_offset - base_offset)`` messages (exact without
-        gaps, an underestimate with them). Raises CorruptSegment naming the file
-        and byte position on a malformed header, offsets going backwards, or
-        (``validate``) a batch that fails ``batch.verify``. With ``nowait``, raises
+        gaps, an underestimate with them). A damaged batch (a malformed header, offsets
+        going backwards, or with ``validate`` a batch failing ``batch.verify``) ends the
+        read: when ``out`` holds batches already they are the answer (returns with 0
+        wanted), else raises CorruptBatch naming the file, byte position and the
+        offset the damaged batch would begin at. With ``nowait``, raises
         NotCached (views already added to ``out`` are then to be dropped) instead of
         reading bytes that are not in the page cache (see :mod:`.readahead`).
         """
@@ -507,16 +512,20 @@ class Segment:
         first_chunk = max(_CHUNK_MIN, min(estimate, cap))
         reader = ChunkReader(self._fd, end, first_chunk, self if nowait else None)
         taken = 0
+        damage = None  # (why) the batch at ``position`` is damaged: the read ends before it
         while position < end:
             head = reader.view(position, BATCH_HEADER_SIZE)
             if len(head) < BATCH_HEADER_SIZE:
-                raise self._corrupt(position, f"header cut at the end of the data ({end} bytes)")
+                damage = f"header cut at the end of the data ({end} bytes)"
+                break
             base_offset, base_ts, length, count = unpack_header(head, 0)
             if length < MIN_BATCH_SIZE or position + length > end or count == 0:
-                raise self._corrupt(position, f"batch_length {length} / message_count {count} do not fit")
+                damage = f"batch_length {length} / message_count {count} do not fit"
+                break
             if base_offset < expected or (base_offset != expected and not self.sealed):  # gaps: compacted
-                raise self._corrupt(position, f"base_offset {base_offset}, expected {expected}")
-            expected = base_offset + count
+                damage = f"base_offset {base_offset}, expected {expected}"
+                break
+            first, expected = expected, base_offset + count  # (first: the lowest offset it may begin at)
             if expected <= start_offset:
                 # without gaps the batch ends below the start; with them it may reach the next base
                 following = position + length
@@ -538,7 +547,9 @@ class Segment:
                 try:
                     codec_batch.verify(view, check_offset_deltas=False)
                 except Exception as exc:  # any codec error: the bytes are not what was written
-                    raise self._corrupt(position, f"verify failed: {exc}") from exc
+                    damage = f"verify failed: {exc}"
+                    expected = first  # (its base_offset is one of the bytes that may be damaged)
+                    break
             out.append(view)
             taken += length
             need_one = False
@@ -546,6 +557,12 @@ class Segment:
             position += length
             if wanted <= 0:
                 break
+        if damage is not None:
+            # the valid prefix is served: a read that already holds batches (of this segment or
+            # earlier ones) ends before the damage; one that would begin with it fails closed
+            if out:
+                return taken, 0
+            raise self._corrupt_batch(position, expected, damage)
         if reader.used_held:  # a catch-up reader: its next chunk is read while this one is served
             self.read_on(position, first_chunk)
         return taken, wanted

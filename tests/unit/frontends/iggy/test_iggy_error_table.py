@@ -30,3 +30,10 @@ def test_well_known_codes():
 def test_a_batch_error_carries_its_own_code():
     assert code_for(core.InvalidBatch("frame checksum", 4027)) == 4027
     assert code_for(core.InvalidBatch("batch checksum", 4039)) == 4039
+
+
+def test_damaged_data_codes():
+    """A read that reaches a damaged batch: InvalidMessageChecksum; a fenced partition or a
+    refused segment stays CannotReadMessage."""
+    assert code_for(core.CorruptBatch("damaged", (1, 2, 3), 15)) == 4027
+    assert code_for(core.CorruptData("partition fenced: ...")) == 4011

@@ -230,11 +230,12 @@ def _flip(path: str, position: int) -> None:
         f.write(bytes([byte[0] ^ 0x40]))
 
 
-def _fails_closed_on_both_paths(fast, full) -> None:
-    req = w.PollMessages(Consumer(ConsumerKind.CONSUMER, 1), 0, 0, 0, PollingStrategy(PollingKind.OFFSET, 0), 1000,
-                         False)
+def _fails_closed_on_both_paths(fast, full, offset: int = 0) -> None:
+    """A poll that begins at the damaged batch (at ``offset``): InvalidMessageChecksum, no body."""
+    req = w.PollMessages(Consumer(ConsumerKind.CONSUMER, 1), 0, 0, 0, PollingStrategy(PollingKind.OFFSET, offset),
+                         1000, False)
     a, b = fast.poll(req), full.poll(req, full=True)
-    assert a == b and len(a) == framing.HEADER_SIZE and _status(a) == 4011  # CannotReadMessage
+    assert a == b and len(a) == framing.HEADER_SIZE and _status(a) == 4027  # InvalidMessageChecksum
     assert fast.fast
 
 
@@ -244,7 +245,18 @@ def test_a_corrupt_segment_fails_closed_on_both_paths(twins):
         seg = log._segments[-1]
         _flip(seg.log_path, os.path.getsize(seg.log_path) - 1)  # the last byte of the last batch's last frame
     fast, full = twins
-    _fails_closed_on_both_paths(fast, full)
+    last = sum(SIZES[:-1])  # the damaged batch's first offset
+    for offset in (last, last + 1):
+        _fails_closed_on_both_paths(fast, full, offset)
+    # a poll from before the damage gets the batches before it, unchanged, and stops there
+    req = w.PollMessages(Consumer(ConsumerKind.CONSUMER, 1), 0, 0, 0, PollingStrategy(PollingKind.OFFSET, 0), 1000,
+                         False)
+    a, b = fast.poll(req), full.poll(req, full=True)
+    assert a == b and _status(a) == 0
+    _, batches = w.decode_poll_reply(a[framing.HEADER_SIZE:])
+    offsets = [batch_codec.read_header(x).base_offset + f.offset_delta
+               for x in batch_codec.split_batches(batches) for f in batch_codec.iter_frames(x)]
+    assert offsets == list(range(last))
     clean = w.PollMessages(Consumer(ConsumerKind.CONSUMER, 1), 0, 0, 1, PollingStrategy(PollingKind.OFFSET, 0), 10,
                            False)
     assert _status(fast.poll(clean)) == 0  # the other partition still serves

@@ -32,6 +32,8 @@ def test_every_core_error_has_a_kafka_code():
     assert missing == []
     assert errors.code_for(core_errors.TopicNotFound("x")) == 3
     assert errors.code_for(producers.OutOfOrderSequence("x")) == 45
+    assert errors.code_for(core_errors.CorruptBatch("damaged", (1, 2, 3), 15)) == 2  # CORRUPT_MESSAGE
+    assert errors.code_for(core_errors.CorruptData("partition fenced")) == 56  # KAFKA_STORAGE_ERROR
     assert errors.code_for(ValueError("x")) == -1
 
 

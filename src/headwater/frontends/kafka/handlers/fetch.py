@@ -26,7 +26,10 @@ Each stored Iggy batch overlapping the fetch becomes one RecordBatch v2
 there). Conversions are kept in a small LRU (:class:`ConversionCache`), so
 consumers reading the same recent batches (several groups following one
 topic) convert each batch once. A fetch offset outside [log start, high watermark] gets
-OFFSET_OUT_OF_RANGE.
+OFFSET_OUT_OF_RANGE. A damaged stored batch (it fails its checksums on read) ends a
+partition's records before it; a fetch at its offset gets CORRUPT_MESSAGE (2) for that
+partition (a fenced partition: KAFKA_STORAGE_ERROR, 56), the other partitions are answered
+as usual; logged once a minute per partition (``frontends/corrupt.py``).
 
 Partitions are keyed by (topic, partition) as Kafka's ``FetchRequest.fetchData``
 (a LinkedHashMap) does: a partition named twice is read once, in the place of
@@ -59,6 +62,7 @@ from ....core.acls import Operation
 from ....codec.kafka.record_batch import control_batch, with_producer
 from ....core import errors as core_errors
 from .. import errors
+from ... import corrupt
 from ....codec.kafka.messages import ms
 from ..configs import fetch_compression
 from ..names import topic_id
@@ -139,6 +143,8 @@ def _read(ctx: Context, p, offset: int, limit: int, min_one: bool, compression: 
     try:
         p.require_readable()  # fenced: KAFKA_STORAGE_ERROR, never an empty fetch at high watermark 0
     except core_errors.BrokerError as e:
+        if isinstance(e, core_errors.CorruptData):
+            corrupt.report(e, "kafka", api="fetch")
         return errors.code_for(e), -1, -1, -1, [], aborted  # Kafka's offsets on an errored partition
     pt = broker.transactions.peek((p.stream_id, p.topic_id, p.id))
     lso = hw if pt is None else pt.last_stable_offset(hw)
@@ -150,6 +156,10 @@ def _read(ctx: Context, p, offset: int, limit: int, min_one: bool, compression: 
     try:
         stored, _ = p.read(offset, end - offset, max(limit, 1))
     except core_errors.BrokerError as e:
+        # a damaged batch at the fetch offset: CORRUPT_MESSAGE for this partition only (the
+        # batches before it were served to the fetches that reached it); fenced: KAFKA_STORAGE_ERROR
+        if isinstance(e, core_errors.CorruptData):
+            corrupt.report(e, "kafka", api="fetch")
         return errors.code_for(e), hw, lso, start, [], aborted
     out: list[bytes] = []
     size = 0
