@@ -232,13 +232,20 @@ def test_list_offsets_by_timestamp_does_not_stall_other_clients(server, wire):
     t.start()
     try:
         time.sleep(0.3)
+        started = time.monotonic()
         got = list_offsets(wire, "robust-scan", [(p, 2**62) for p in range(4)])
+        scan = time.monotonic() - started
         time.sleep(0.1)
     finally:
         stop.set()
         t.join(30)
     assert [g[:2] for g in got] == [(0, -1)] * 4
-    assert max(latencies) < 0.3, f"another client waited {max(latencies):.2f} s"
+    # Relative to the scan, not to the clock: a scan that kept the loop to itself would make a
+    # ping sent early in it wait about as long as the scan (600k records: a good part of a
+    # second). Load slows the scan and the pings alike, so the ratio holds on a busy machine
+    # where a fixed bound (0.3 s, once) did not.
+    assert len(latencies) >= 2
+    assert max(latencies) < scan / 2, f"another client waited {max(latencies):.2f} s of a {scan:.2f} s scan"
 
 
 def test_a_long_poll_on_a_topic_deleted_meanwhile_reports_the_topic_gone(server, wire):
