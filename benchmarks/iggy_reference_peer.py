@@ -114,18 +114,22 @@ class Stream:
         self.next_topic = itertools.count(1)
 
     def topic(self, ident: int | str) -> Topic:
-        if isinstance(ident, str):
-            found = self.topics.get(ident)
-        else:
-            found = next((t for t in self.topics.values() if t.id == ident), None)
-        if found is None:
-            raise Refused(IggyErrorCode.TOPIC_NAME_NOT_FOUND if isinstance(ident, str)
-                          else IggyErrorCode.TOPIC_ID_NOT_FOUND)
-        return found
+        return _find(self.topics, ident, IggyErrorCode.TOPIC_NAME_NOT_FOUND, IggyErrorCode.TOPIC_ID_NOT_FOUND)
 
     def details(self) -> ws.StreamDetails:
         return ws.StreamDetails(self.id, self.created_at, self.name,
                                 topics=tuple(t.summary() for t in self.topics.values()))
+
+
+def _find(by_name: dict, ident: int | str, name_missing: int, id_missing: int):
+    """The stream or topic ``ident`` names (a str: its name; an int: its id), or Refused."""
+    if isinstance(ident, str):
+        found = by_name.get(ident)
+    else:
+        found = next((x for x in by_name.values() if x.id == ident), None)
+    if found is None:
+        raise Refused(name_missing if isinstance(ident, str) else id_missing)
+    return found
 
 
 def _now_us() -> int:
@@ -150,14 +154,7 @@ class Peer:
         self.cluster = wsys.encode_cluster_metadata(wsys.ClusterMetadata(name=SERVER_NAME, nodes=(node,)))
 
     def stream(self, ident: int | str) -> Stream:
-        if isinstance(ident, str):
-            found = self.streams.get(ident)
-        else:
-            found = next((s for s in self.streams.values() if s.id == ident), None)
-        if found is None:
-            raise Refused(IggyErrorCode.STREAM_NAME_NOT_FOUND if isinstance(ident, str)
-                          else IggyErrorCode.STREAM_ID_NOT_FOUND)
-        return found
+        return _find(self.streams, ident, IggyErrorCode.STREAM_NAME_NOT_FOUND, IggyErrorCode.STREAM_ID_NOT_FOUND)
 
     def partition(self, stream_id, topic_id, partition_id: int) -> tuple[Stream, Topic, Partition]:
         s = self.stream(stream_id)
@@ -209,7 +206,7 @@ class Peer:
         kept = sum(len(p.kept) for s in self.streams.values() for t in s.topics.values() for p in t.partitions)
         done = ", ".join(f"{name} {n}" for name, n in sorted(self.counts.items()))
         missed = ", ".join(f"code {c} x{n}" for c, n in sorted(self.unanswered.items())) or "none"
-        return f"{SERVER_NAME}: answered {done or 'nothing'}; unanswered: {missed}; batches kept {kept}"
+        return f"{SERVER_NAME}: answered {done or 'nothing'}; unanswered: {missed}; batches kept at exit {kept}"
 
 
 _METADATA_CODES = {int(c) for c in (Command.GET_STREAM, Command.GET_TOPIC, Command.CREATE_STREAM,
