@@ -254,6 +254,8 @@ class Connection:
             header = framing.decode_request_header(head)
         except CodecError:
             return False  # not an Iggy 0.11.0 request: close, as the server does
+        if header.size > framing.DEFAULT_MAX_FRAME_SIZE:
+            return False  # over the server's default frame cap (64 MiB): close before allocating
         body = bytearray(header.body_length)
         if body and not self._recv_exactly(memoryview(body)):
             return False
