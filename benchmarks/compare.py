@@ -2,7 +2,7 @@
 
 Usage (the documented command; see ``docs/benchmarks.md``)::
 
-    .venv/bin/python benchmarks/compare.py [--sizes 100,1024] [--duration 5] [--only headwater,mock,redis,nats]
+    .venv/bin/python benchmarks/compare.py [--sizes 100,1024] [--duration 5] [--only headwater,iggyref,mock,redis,nats]
         [--server-python PATH] [--json out.json] [--chart out.png] [--profile DIR] [--quick]
 
 Systems (``--only`` takes these names):
@@ -17,6 +17,13 @@ Systems (``--only`` takes these names):
   fdatasynced before its acknowledgement); fsync off = ``messages_required_to_save`` and
   ``size_of_messages_required_to_save`` at their maxima (16 Mi messages, 1 GiB: no fdatasync
   within a run that stores less than that per topic; the server's default is left alone).
+- ``iggyref``: our Iggy reference peer (``iggy_reference_peer.py``: thread-per-connection,
+  blocking sockets, no storage), so the SDK's send and poll rates split into the client's share
+  and the server's. With ``--verify`` (it walks every batch and checks every message checksum, as
+  Headwater does): apache-iggy ``send_messages`` x1 then the apache-iggy poll consumer reading
+  those messages back (count 1000, one poll at a time; the peer serves prebuilt batches, only what
+  it was sent, so the poll ends by count, else at its deadline), and x4; then a peer without
+  ``--verify``, x1 only (label "(no verify)"). fsync ``none``: nothing is stored.
 - ``mock``: librdkafka's in-process mock cluster (``test.mock.num.brokers=1``), same confluent
   settings: the ceiling of the Kafka client path. No server process, so no server CPU.
 - ``redis``: Debian ``redis-server`` with ``appendonly yes``, ``appendfsync everysec`` (fsync
@@ -28,7 +35,9 @@ Systems (``--only`` takes these names):
 Per message size, each client produces for ``--duration`` seconds (or ``--max-messages``), reads
 the same messages back, then a paced producer runs at half the measured produce rate for the ack
 latency. Server CPU seconds per million messages come from ``/proc/<pid>/stat`` of the server
-process across each measured window. A missing peer (binary or client library) is skipped with a
+process across each measured window; client CPU µs per message from each client process's own
+CPU time (``time.process_time``, all its threads; redis-benchmark's from ``RUSAGE_CHILDREN``)
+across its phase. A missing peer (binary or client library) is skipped with a
 note. Everything binds and connects to 127.0.0.1; every server and client started is stopped.
 """
 
@@ -40,6 +49,7 @@ import json
 import os
 import platform
 import queue
+import resource
 import shutil
 import signal
 import string
@@ -56,11 +66,11 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import compare_report as report  # noqa: E402
-from compare_servers import Headwater, Nats, Redis, ServerProcess, cpu_seconds, nats_version  # noqa: E402
+from compare_servers import Headwater, IggyReferencePeer, Nats, Redis, ServerProcess, cpu_seconds, nats_version  # noqa: E402
 from machine_state import page_cache_cost, warm_memory  # noqa: E402
 
 CLIENTS_PY = HERE / "compare_clients.py"
-SYSTEMS = ("headwater", "mock", "redis", "nats")
+SYSTEMS = ("headwater", "iggyref", "mock", "redis", "nats")
 HW_DEFAULT = report.HW_DEFAULT_FSYNC
 """Headwater's default: acknowledged appends are fdatasynced once 1024 messages (or 1 MiB) are unsynced
 (topic options ``messages_required_to_save`` / ``size_of_messages_required_to_save``)."""
@@ -78,6 +88,8 @@ when the client costs little, next to the apache-iggy poll consumer (count 1000,
 ONE_MS_TICK = 0.001
 """The raw Iggy generator's second latency tick: Iggy clients have no linger, so how much a
 request carries is the client's choice; at 5 ms a request holds ~5,000 messages at 1 M msg/s."""
+PEER_NO_VERIFY = report.PEER_NO_VERIFY
+"""Label suffix of the reference peer's rows without ``--verify``."""
 REDIS_BENCHMARK_CLIENTS = 8
 REDIS_BENCHMARK_PIPELINE = 100
 
@@ -108,6 +120,7 @@ class Row:
     msg_s: float = 0.0
     mb_s: float = 0.0
     cpu_s_per_m: float | None = None
+    client_cpu_us: float | None = None  # client processes' CPU µs per message (all their threads)
     lat_us: dict = field(default_factory=dict)
     lat_unit: str = ""
     rate: float = 0.0
@@ -178,6 +191,7 @@ class Run:
         self.rows: list[Row] = []
         self.skipped: list[dict] = []
         self.profiles: dict = {}
+        self.notes: list[str] = []  # one line per reference peer run: what it answered
         self.versions: dict = {}
         self.machine = machine_note()  # the load average before the first server starts
         self.page_cache_probe = 0.0  # ms/MiB, measured before each window (measure)
@@ -227,6 +241,9 @@ class Run:
             r.mb_s = sum(x["bytes"] for x in results) / r.seconds / 1e6
         if cpu is not None and r.count:
             r.cpu_s_per_m = cpu / r.count * 1e6
+        client_cpu = [x["cpu_s"] for x in results if x.get("cpu_s") is not None]
+        if r.count and len(client_cpu) == len(results):
+            r.client_cpu_us = sum(client_cpu) / r.count * 1e6
         if op == "latency":
             r.lat_us, r.lat_unit = results[0].get("lat_us", {}), results[0].get("unit", "")
         if op == "produce":
@@ -358,6 +375,31 @@ class Run:
             if rc not in (0, None):
                 self.skipped.append({"system": "headwater", "rows": "none", "why": f"server exited {rc} on SIGTERM"})
 
+    def iggyref(self) -> None:
+        """The apache-iggy SDK rows against our reference peer: with ``--verify`` x1 send then the
+        SDK poll of what it sent, and x4 send; without it, x1 send."""
+        self.versions["iggyref"] = "benchmarks/iggy_reference_peer.py (Iggy protocol 0.11.0)"
+        runs = (
+            (True, [Case("iggyref", "Iggy: apache-iggy x1", "iggy-sdk", "none", ("produce", "consume"),
+                         consumer_label="Iggy: apache-iggy poll"),
+                    Case("iggyref", "Iggy: apache-iggy x4", "iggy-sdk", "none", ("produce",), producers=4)]),
+            (False, [Case("iggyref", "Iggy: apache-iggy x1" + PEER_NO_VERIFY, "iggy-sdk", "none", ("produce",))]),
+        )
+        for verify, cases in runs:
+            check_stop()
+            peer = IggyReferencePeer(self.base, verify).start()
+            try:
+                for size in self.args.sizes:
+                    for i, case in enumerate(cases):
+                        topic = f"t{i}-{case.client}-{size}"
+                        asyncio.run(create_iggy_topic(peer.iggy, topic, {}))
+                        target = {"iggy": peer.iggy, "stream": "bench", "topic": topic}
+                        self.run_case(case, size, target, peer)
+                        asyncio.run(delete_iggy_topic(peer.iggy, topic))  # its kept batches go with it
+            finally:
+                peer.stop()
+                self.notes.append(peer.summary())
+
     def mock(self) -> None:
         case = Case("mock", "librdkafka mock: confluent-kafka", "confluent", "memory")
         for size in self.args.sizes:
@@ -394,31 +436,33 @@ class Run:
             return subprocess.run(["redis-cli", "-h", "127.0.0.1", "-p", str(server.port), *words],
                                   capture_output=True, text=True, timeout=60, check=True).stdout.strip()
 
-        def xadd(n: int, stream: str) -> tuple[float, float | None]:
+        def xadd(n: int, stream: str) -> tuple[float, float | None, float]:
+            kids0 = children_cpu()
             cpu0, t0 = server.cpu(), time.monotonic()
             subprocess.run(["redis-benchmark", "-h", "127.0.0.1", "-p", str(server.port), "-c",
                             str(REDIS_BENCHMARK_CLIENTS), "-P", str(REDIS_BENCHMARK_PIPELINE), "-n", str(n), "-q",
                             "XADD", stream, "*", "f", value],
                            capture_output=True, timeout=self.args.duration * 10 + 120, check=True)
             wall, cpu1 = time.monotonic() - t0, server.cpu()
-            return wall, (cpu1 - cpu0 if cpu0 is not None and cpu1 is not None else None)
+            return wall, (cpu1 - cpu0 if cpu0 is not None and cpu1 is not None else None), children_cpu() - kids0
 
         label = f"Redis: redis-benchmark -P {REDIS_BENCHMARK_PIPELINE} ({server.appendfsync})"
         check_stop()
         try:
             n = self.args.max_messages
             if not self.args.quick:
-                wall, _ = xadd(20000, key + "-calibrate")
+                wall, _, _ = xadd(20000, key + "-calibrate")
                 cli("DEL", key + "-calibrate")
                 n = max(1000, min(n, int(20000 / wall * self.args.duration)))
-            wall, cpu = xadd(n, key)
+            wall, cpu, client = xadd(n, key)
             stored = int(cli("XLEN", key))
         except (subprocess.SubprocessError, OSError, ValueError) as e:
             self.add(Row("redis", label, fsync, size, "produce", error=f"{type(e).__name__}: {e}"[:500]))
             return
         row = Row("redis", label, fsync, size, "produce", count=stored, seconds=wall, msg_s=stored / wall,
                   mb_s=stored * size / wall / 1e6, expected=n, stopped_by="count",
-                  cpu_s_per_m=cpu / stored * 1e6 if cpu is not None and stored else None)
+                  cpu_s_per_m=cpu / stored * 1e6 if cpu is not None and stored else None,
+                  client_cpu_us=client / stored * 1e6 if stored else None)
         self.add(row)
 
     def nats(self) -> None:
@@ -459,6 +503,7 @@ class Run:
                          "server_python": self.args.server_python, "quick": self.args.quick},
             "rows": [asdict(r) for r in self.rows],
             "skipped": self.skipped,
+            "notes": self.notes,
             "profiles": self.profiles,
         }
 
@@ -483,6 +528,12 @@ async def delete_iggy_topic(address: str, topic: str) -> None:
     await c.connect()
     await c.login_user("iggy", "iggy")
     await c.delete_topic("bench", topic)
+
+
+def children_cpu() -> float:
+    """User + system CPU seconds of this process's finished, waited-for children."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
 
 
 def machine_note() -> dict:

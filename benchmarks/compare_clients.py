@@ -23,8 +23,9 @@ Spec: ``{"client", "size", "target": {...}, "deadline_s"}``. Phase: ``{"op": "pr
   batch a client sends per request is its own choice; its ``unit`` then names the tick).
 
 Every loop is bounded in count and in time. Everything connects to 127.0.0.1 only.
-Result: ``{"count", "bytes", "t0", "t1"}`` (``time.monotonic``, shared by every process of the
-machine) plus ``lat_us`` percentiles for latency, or ``{"error": text}``.
+Result: ``{"count", "bytes", "t0", "t1", "cpu_s"}`` (``time.monotonic``, shared by every process of
+the machine; ``cpu_s``: this process's CPU seconds during the phase, ``time.process_time``, all its
+threads) plus ``lat_us`` percentiles for latency, or ``{"error": text}``.
 """
 
 from __future__ import annotations
@@ -692,8 +693,10 @@ def main() -> int:
             break
         phase = json.loads(line[4:])
         phase.setdefault("deadline_s", max(1.0, hard_end - time.monotonic()))
+        cpu0 = time.process_time()
         try:
             result = getattr(client, phase["op"])(phase)
+            result["cpu_s"] = time.process_time() - cpu0
         except Exception as e:
             result = {"error": f"{phase['op']}: {type(e).__name__}: {e}"}
         _say("@@DONE " + json.dumps(result))

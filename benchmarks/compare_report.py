@@ -1,4 +1,5 @@
-"""Tables, Headwater/peer ratios, the PNG chart and the py-spy summary of ``compare.py`` results.
+"""Tables, Headwater/peer ratios, Headwater against the Iggy reference peer, the PNG chart and the
+py-spy summary of ``compare.py`` results.
 
 Everything here reads the result dict ``compare.py`` writes as JSON (``rows``: one dict per
 system, client, fsync setting, size and op), so a saved run can be re-rendered::
@@ -13,6 +14,10 @@ import json
 import sys
 from collections import Counter
 from pathlib import Path
+
+
+PEER_NO_VERIFY = " (no verify)"
+"""Label suffix of the Iggy reference peer's rows run without ``--verify``."""
 
 
 def tail(path: Path, chars: int = 600) -> str:
@@ -39,10 +44,11 @@ def progress_line(r) -> str:
     if r.op == "latency" and r.lat_us:
         extra = f" p50 {r.lat_us['p50'] / 1000:.2f} ms p99 {r.lat_us['p99'] / 1000:.2f} ms ({r.lat_unit})"
     cpu = f" cpu {r.cpu_s_per_m:.3f} s/M" if r.cpu_s_per_m is not None else ""
+    client = f" client {r.client_cpu_us:.2f} µs/msg" if r.client_cpu_us is not None else ""
     probe = getattr(r, "page_cache_ms_mib", None)
     page = f" page cache {probe:.2f} ms/MiB" if probe is not None else ""
     return (f"# {r.system:9} {r.label:44} fsync {r.fsync:4} {_size(r.size):>6} {r.op:8} {r.count:>9} msgs "
-            f"{r.msg_s:>12,.0f} msg/s {r.mb_s:8.1f} MB/s{cpu}{extra}{page}")
+            f"{r.msg_s:>12,.0f} msg/s {r.mb_s:8.1f} MB/s{cpu}{client}{extra}{page}")
 
 
 def _key(r: dict) -> tuple:
@@ -57,10 +63,14 @@ def _by_case(rows: list[dict]) -> dict:
 
 
 def tables(result: dict) -> str:
-    """The results table (one line per client and size), the Headwater/peer ratios, skips."""
-    out = ["| system | client | fsync | size | produce msg/s | MB/s | server CPU s/M | consume msg/s | MB/s |"
-           " server CPU s/M | ack p50 / p99 / p99.9 ms (at msg/s, per) | page cache ms/MiB |",
-           "|---|---|---|---|---:|---:|---:|---:|---:|---:|---|---:|"]
+    """The results table (one line per client and size), the Headwater/peer ratios, Headwater
+    against the Iggy reference peer, skips and notes. Client CPU µs/msg: the client processes'
+    own CPU per message (for the mock, its in-process broker included). Page cache ms/MiB: the
+    machine's page-cache write cost measured before the produce window (machine_state.py)."""
+    out = ["| system | client | fsync | size | produce msg/s | MB/s | server CPU s/M | client CPU µs/msg |"
+           " consume msg/s | MB/s | server CPU s/M | client CPU µs/msg | ack p50 / p99 / p99.9 ms (at msg/s, per) |"
+           " page cache ms/MiB |",
+           "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|"]
     cases = _by_case(result["rows"])
     for (system, label, fsync, size), ops in cases.items():
         p, c, lat = ops.get("produce"), ops.get("consume"), ops.get("latency")
@@ -68,13 +78,14 @@ def tables(result: dict) -> str:
         cells = [system, label + (f" / {consume_label}" if consume_label else ""), fsync, _size(size)]
         for r in (p, c):
             if r is None:
-                cells += ["", "", ""]
+                cells += ["", "", "", ""]
             elif r["error"]:
-                cells += ["error", "", ""]
+                cells += ["error", "", "", ""]
             else:
                 partial = "" if r["op"] == "produce" or r["stopped_by"] != "time" else \
                     f" ({r['count']:,} of {r['expected']:,} in {r['seconds']:.0f} s)"
-                cells += [_n(r["msg_s"]) + partial, _n(r["mb_s"], 1), _n(r["cpu_s_per_m"], 3)]
+                cells += [_n(r["msg_s"]) + partial, _n(r["mb_s"], 1), _n(r["cpu_s_per_m"], 3),
+                          _n(r.get("client_cpu_us"), 2)]
         if lat and lat["lat_us"]:
             q = lat["lat_us"]
             cells.append(f"{q['p50'] / 1000:.2f} / {q['p99'] / 1000:.2f} / {q['p999'] / 1000:.2f} "
@@ -89,12 +100,16 @@ def tables(result: dict) -> str:
         cells.append(f"{probe:.2f}" if probe is not None else "")
         out.append("| " + " | ".join(cells) + " |")
     out += ["", *ratio_lines(result["rows"])]
+    reference = reference_lines(result["rows"])
+    if reference:
+        out += ["", *reference]
     errors = [r for r in result["rows"] if r["error"]]
     if errors:
         out += ["", "Errors:"] + [f"- {r['system']} {r['label']} {_size(r['size'])} {r['op']}: {r['error']}"
                                   for r in errors]
     for s in result.get("skipped", []):
         out.append(f"- skipped {s['system']} ({s.get('rows', 'all')} rows): {s['why']}")
+    out += [f"- {note}" for note in result.get("notes", [])]
     return "\n".join(out)
 
 
@@ -111,7 +126,8 @@ def ratio_lines(rows: list[dict]) -> list[str]:
     hw = [r for r in ok if r["system"] == "headwater"]
     lines = ["| size | op | peer | fsync | Headwater msg/s / peer (Headwater's fastest row) |"
              " Headwater CPU s/M / peer (its leanest row) |", "|---|---|---|---|---:|---:|"]
-    for peer in (r for r in ok if r["system"] != "headwater" and r["op"] in ("produce", "consume")):
+    peers = (r for r in ok if r["system"] not in ("headwater", "iggyref") and r["op"] in ("produce", "consume"))
+    for peer in peers:
         want_on = peer["fsync"] == "on"
         mine = [r for r in hw if r["size"] == peer["size"] and r["op"] == peer["op"]
                 and r["fsync"] == ("on" if want_on else HW_DEFAULT_FSYNC)]
@@ -125,6 +141,35 @@ def ratio_lines(rows: list[dict]) -> list[str]:
                      if lean and peer["cpu_s_per_m"] else "-")
         lines.append(f"| {_size(peer['size'])} | {peer['op']} | {peer['label']} | {peer['fsync']} | "
                      f"{fast['msg_s'] / peer['msg_s']:.2f} ({fast['label']}) | {cpu_ratio} |")
+    return lines
+
+
+def reference_lines(rows: list[dict]) -> list[str]:
+    """Headwater against the Iggy reference peer (``iggyref``), same apache-iggy workload, size and
+    run: each peer row beside every Headwater row of the same client label and op (one per fsync
+    setting Headwater ran it at). Ratios are Headwater / peer: msg/s under 1 and server CPU s/M
+    over 1 are what Headwater's server costs beyond the floor the peer shows. Empty when the run
+    has no peer rows."""
+    ok = [r for r in rows if not r["error"] and r["count"]]
+    peer_rows = [r for r in ok if r["system"] == "iggyref" and r["op"] in ("produce", "consume")]
+    if not peer_rows:
+        return []
+    lines = ["| size | apache-iggy workload | peer | Headwater fsync | Headwater msg/s | peer msg/s | Headwater / peer |"
+             " Headwater server s/M | peer server s/M | Headwater / peer | client CPU µs/msg, Headwater / peer |",
+             "|---|---|---|---|---:|---:|---:|---:|---:|---:|---|"]
+    for peer in peer_rows:
+        label = peer["label"].removesuffix(PEER_NO_VERIFY)
+        mode = "no verify" if label != peer["label"] else "verify"
+        mine = [r for r in ok if r["system"] == "headwater" and r["label"] == label and r["op"] == peer["op"]
+                and r["size"] == peer["size"]]
+        for hw in sorted(mine, key=lambda r: r["fsync"]):
+            cpu_ratio = (f"{hw['cpu_s_per_m'] / peer['cpu_s_per_m']:.2f}"
+                         if hw["cpu_s_per_m"] and peer["cpu_s_per_m"] else "-")
+            lines.append(
+                f"| {_size(peer['size'])} | {label.removeprefix('Iggy: ')} {peer['op']} | {mode} | {hw['fsync']} | "
+                f"{_n(hw['msg_s'])} | {_n(peer['msg_s'])} | {hw['msg_s'] / peer['msg_s']:.2f} | "
+                f"{_n(hw['cpu_s_per_m'], 3)} | {_n(peer['cpu_s_per_m'], 3)} | {cpu_ratio} | "
+                f"{_n(hw.get('client_cpu_us'), 2)} / {_n(peer.get('client_cpu_us'), 2)} |")
     return lines
 
 
@@ -225,7 +270,7 @@ def chart(result: dict, path: str) -> None:
               ("produce", "cpu_s_per_m", "server CPU s / M msgs (produce)"))
     per_size = max(len([r for r in rows if r["size"] == s and r["op"] == "produce"]) for s in sizes)
     fig, axes = plt.subplots(len(sizes), 3, figsize=(17, 1.0 + (0.6 + 0.24 * per_size) * len(sizes)), squeeze=False)
-    colors = {"headwater": "#1f77b4", "mock": "#7f7f7f", "redis": "#d62728", "nats": "#2ca02c"}
+    colors = {"headwater": "#1f77b4", "iggyref": "#9467bd", "mock": "#7f7f7f", "redis": "#d62728", "nats": "#2ca02c"}
     for i, size in enumerate(sizes):
         for j, (op, metric, title) in enumerate(panels):
             ax = axes[i][j]

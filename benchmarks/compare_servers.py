@@ -146,6 +146,38 @@ class Headwater(ServerProcess):
         return f"127.0.0.1:{self.kafka_port}"
 
 
+class IggyReferencePeer(ServerProcess):
+    """``benchmarks/iggy_reference_peer.py`` (our minimal Iggy server, no storage), run by this
+    interpreter; ``verify``: it checks every SendMessages batch as Headwater does and keeps the
+    last ones (``--verify``)."""
+
+    name = "iggyref"
+
+    def __init__(self, base: Path, verify: bool):
+        super().__init__(base)
+        self.verify = verify
+        self.name = "iggyref" if verify else "iggyref-noverify"
+        self.data = self.base / f"{self.name}-data"
+        self.log = self.base / f"{self.name}.log"
+        self.port = free_port()
+
+    def argv(self) -> list[str]:
+        script = Path(__file__).resolve().parent / "iggy_reference_peer.py"
+        return [sys.executable, str(script), "--address", self.iggy, *(["--verify"] if self.verify else [])]
+
+    def ports(self) -> list[int]:
+        return [self.port]
+
+    @property
+    def iggy(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def summary(self) -> str:
+        """The peer's last stderr line once stopped: what it answered, and any command it did not."""
+        lines = tail(self.log).strip().splitlines()
+        return lines[-1] if lines else ""
+
+
 class Redis(ServerProcess):
     """Debian's ``redis-server``: AOF on (``appendonly yes``) with ``appendfsync`` everysec or
     always, RDB snapshots off, no persistence of the config."""

@@ -2,6 +2,10 @@
 it cannot rot: every system it ran must have produced and consumed exactly the expected number of
 messages, and its output must parse. Nothing here looks at a time or a rate.
 
+The Iggy reference peer (``iggyref``: ``benchmarks/iggy_reference_peer.py``, ours, so never
+skipped) runs the same apache-iggy send and poll rows; its rows must move every message too and
+the report must set them beside Headwater's.
+
 Peers missing on the machine (redis-server, nats-server, redis-py, nats-py) are skipped by the
 harness with a note; the test checks that each system either ran or was skipped with a reason
 (without redis-py only Redis's own C ``redis-benchmark`` row runs, its count checked with XLEN).
@@ -19,7 +23,7 @@ from pathlib import Path
 import pytest
 
 COMPARE = Path(__file__).resolve().parents[2] / "benchmarks" / "compare.py"
-SYSTEMS = {"headwater", "mock", "redis", "nats"}
+SYSTEMS = {"headwater", "iggyref", "mock", "redis", "nats"}
 MESSAGES = 4000  # a multiple of 4 producers x 1000-message batches, so every producer stops by count
 
 pytestmark = pytest.mark.slow
@@ -48,8 +52,8 @@ def test_compare_quick_run_moves_every_message(tmp_path):
     ran = {r["system"] for r in rows}
     skipped = {s["system"]: s for s in result["skipped"]}
     assert ran | set(skipped) == SYSTEMS, (ran, skipped)
-    assert {"headwater", "mock"} <= ran, skipped  # their clients are test dependencies
-    assert not ({"headwater", "mock"} & set(skipped)), skipped
+    assert {"headwater", "iggyref", "mock"} <= ran, skipped  # their clients are test dependencies
+    assert not ({"headwater", "iggyref", "mock"} & set(skipped)), skipped
     assert all(s["why"] and s["rows"] for s in skipped.values())
 
     produced = {(r["system"], r["label"], r["fsync"]): r for r in rows if r["op"] == "produce"}
@@ -67,6 +71,14 @@ def test_compare_quick_run_moves_every_message(tmp_path):
     labels = {r["label"] for r in consumed}
     assert {"Iggy: apache-iggy poll", "Iggy: raw poller (count 10000, 2 in flight)", "Kafka: confluent-kafka",
             "Kafka: kafka-python", "Kafka: aiokafka"} <= labels
+    # the reference peer: the SDK's x1 and x4 sends and its poll against the verifying peer, x1
+    # against the one that does not verify; it answered every command the SDK sent
+    peer = {(r["label"], r["op"]) for r in rows if r["system"] == "iggyref"}
+    assert peer == {("Iggy: apache-iggy x1", "produce"), ("Iggy: apache-iggy x4", "produce"),
+                    ("Iggy: apache-iggy poll", "consume"), ("Iggy: apache-iggy x1 (no verify)", "produce")}, peer
+    assert len(result["notes"]) == 2 and all("unanswered: none" in n for n in result["notes"]), result["notes"]
+    # every row run by client worker processes carries their CPU per message (a figure, not a bound)
+    assert all(r["client_cpu_us"] is not None for r in rows if r["count"]), rows
     # the raw generator's ack latency on an fsync-off topic, at the 5 ms and at the 1 ms tick
     off = {r["label"]: r for r in rows if r["op"] == "latency" and r["fsync"] == "off"}
     assert set(off) == {"Iggy: raw generator", "Iggy: raw generator (1 ms tick)"}, off
@@ -82,3 +94,10 @@ def test_compare_quick_run_moves_every_message(tmp_path):
     import compare_report
 
     assert compare_report.tables(result).splitlines()[0] == table_lines[0]
+    # Headwater beside the peer: x1, x4 (each at the fsync settings Headwater ran them), the poll,
+    # and x1 beside the peer that does not verify
+    reference = compare_report.reference_lines(rows)
+    assert reference and reference[0] in table_lines, reference
+    workloads = {tuple(line.split(" | ")[1:3]) for line in reference[2:]}
+    assert workloads == {("apache-iggy x1 produce", "verify"), ("apache-iggy x4 produce", "verify"),
+                         ("apache-iggy poll consume", "verify"), ("apache-iggy x1 produce", "no verify")}, reference
