@@ -550,16 +550,17 @@ class Segment:
             self.read_on(position, first_chunk)
         return taken, wanted
 
-    def offset_for_timestamp(self, timestamp_us: int) -> int | None:
+    def offset_for_timestamp(self, timestamp_us: int, nowait: bool = False) -> int | None:
         """base_offset of the first batch with base_timestamp >= ``timestamp_us``, or None.
 
-        Raises CorruptSegment on a malformed header.
+        Raises CorruptSegment on a malformed header. With ``nowait``, raises NotCached instead
+        of reading header bytes that are not in the page cache (see :mod:`.readahead`).
         """
         self.acquire()
         floor = self._index.before_timestamp(timestamp_us)
         position = 0 if floor is None else floor[1]
         end = self.size
-        reader = ChunkReader(self._fd, end, _CHUNK_MIN)
+        reader = ChunkReader(self._fd, end, _CHUNK_MIN, self if nowait else None)
         while position < end:
             head = reader.view(position, BATCH_HEADER_SIZE)
             if len(head) < BATCH_HEADER_SIZE:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import inspect
 import uuid
 
 import pytest
@@ -58,6 +59,11 @@ def fetch_request(parts, *, version: int = 12, max_wait_ms: int = 0, max_bytes: 
                           max_wait=datetime.timedelta(milliseconds=max_wait_ms), min_bytes=1, max_bytes=max_bytes,
                           isolation_level=0, session_id=0, session_epoch=-1, topics=topics,
                           forgotten_topics_data=(), rack_id="")
+
+
+def answered(out):
+    """The Fetch handler's result: the body it answered at once, or its coroutine's, run."""
+    return asyncio.run(out) if inspect.isawaitable(out) else out
 
 
 def fetched(body: bytes, version: int = 12):
@@ -131,7 +137,7 @@ def test_a_partition_named_twice_is_read_once_in_its_first_place(fe):
         append(fe, topic, p, [b"p%d-a" % p, b"p%d-b" % p])
     ctx = ctx_for(fe, FETCH, 12)
     request = fetch_request([("dup", 0, 0), ("dup", 1, 0), ("dup", 0, 1), ("nope", 0, 0), ("nope", 0, 0)])
-    response = fetched(asyncio.run(fetch.fetch(ctx, request)))
+    response = fetched(answered(fetch.fetch(ctx, request)))
     got = [(t.topic, [(p.partition_index, int(p.error_code)) for p in t.partitions]) for t in response.responses]
     assert got == [("dup", [(0, 0), (1, 0)]), ("nope", [(0, errors.UNKNOWN_TOPIC_OR_PARTITION)])]
     records = response.responses[0].partitions[0].records
@@ -143,12 +149,12 @@ def test_the_response_is_capped_at_max_bytes_but_returns_one_batch(fe):
     for p in range(3):
         for _ in range(3):
             append(fe, topic, p, [bytes([65 + p]) * 1000])
-    one = len(fetched(asyncio.run(fetch.fetch(ctx_for(fe, FETCH, 12), fetch_request(
+    one = len(fetched(answered(fetch.fetch(ctx_for(fe, FETCH, 12), fetch_request(
         [("cap", 0, 0)], max_bytes=1)))).responses[0].partitions[0].records)
     assert 1000 < one < 1200  # max_bytes 1: still the first batch
 
     def sizes(max_bytes, partition_max_bytes=1 << 20):
-        r = fetched(asyncio.run(fetch.fetch(ctx_for(fe, FETCH, 12), fetch_request(
+        r = fetched(answered(fetch.fetch(ctx_for(fe, FETCH, 12), fetch_request(
             [("cap", p, 0) for p in range(3)], max_bytes=max_bytes, partition_max_bytes=partition_max_bytes))))
         return [len(p.records or b"") for t in r.responses for p in t.partitions]
 
