@@ -81,6 +81,28 @@ def test_a_small_read_of_dropped_pages_is_served_by_the_worker_read(open_log):
     assert misses
 
 
+def test_a_timestamp_lookup_in_dropped_pages_waits_for_the_worker_read(open_log):
+    log = open_log(SegmentPolicy(segment_size=1 << 20))
+    fill(log, 300)  # batches of 10: base offsets 0, 10, ... 2990, base timestamps 1_000_000 + base offset
+    targets = [0, 1_001_234, 1_001_240, 1_000_700, 1_002_990, 1_002_991]
+    expected = [log.offset_for_timestamp(t) for t in targets]
+    assert expected == [0, 1240, 1240, 700, 2990, None]
+    misses: list = []
+
+    async def lookup(timestamp_us: int) -> int | None:
+        while True:
+            try:
+                return log.offset_for_timestamp(timestamp_us, nowait=True)
+            except NotCached as miss:
+                misses.append(miss)
+                await asyncio.wrap_future(miss.future)
+
+    for target, want in zip(targets, expected):
+        drop_cache(log)
+        assert asyncio.run(lookup(target)) == want
+    assert misses  # the index walk's pages were really gone: the worker path ran
+
+
 def test_appends_while_the_worker_reads(open_log):
     log = open_log()
     fill(log, 40)
