@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import glob
 import inspect
+import os
 import uuid
 
 import pytest
@@ -22,6 +24,7 @@ from headwater.frontends.kafka.names import topic_id
 from headwater.frontends.kafka.registry import Context
 from headwater.frontends.kafka.server import KafkaFrontend
 from headwater.storage.api import open_engine
+from headwater.storage.local import readahead
 
 FETCH, LIST_OFFSETS, API_VERSIONS, DELETE_TOPICS = 1, 2, 18, 20
 
@@ -142,6 +145,24 @@ def test_a_partition_named_twice_is_read_once_in_its_first_place(fe):
     assert got == [("dup", [(0, 0), (1, 0)]), ("nope", [(0, errors.UNKNOWN_TOPIC_OR_PARTITION)])]
     records = response.responses[0].partitions[0].records
     assert records.count(b"p0-b") == 1 and b"p0-a" not in records  # one copy, from the last mention's offset 1
+
+
+@pytest.mark.skipif(not hasattr(os, "posix_fadvise"), reason="needs posix_fadvise")
+@pytest.mark.parametrize("max_bytes", [1 << 20, 150_000])
+def test_a_fetch_with_an_uncached_partition_answers_what_a_cached_one_does(fe, max_bytes):
+    topic = fe.names.create("cold", 3, {})
+    for p in range(3):
+        for b in range(40):
+            append(fe, topic, p, [b"p%d-b%02d-" % (p, b) + bytes([65 + b % 26]) * 1000] * 3)
+    request = fetch_request([("cold", p, 0) for p in range(3)], max_bytes=max_bytes, partition_max_bytes=100_000)
+    cached = fetch.fetch(ctx_for(fe, FETCH, 12), request)
+    assert isinstance(cached, bytes)  # all in the page cache: answered at once, no coroutine
+    for path in glob.glob(os.path.join(topic.partitions[1].log.directory, "*.log")):
+        if not readahead.evict(path):
+            pytest.skip("this filesystem keeps the pages in memory")
+    later = fetch.fetch(ctx_for(fe, FETCH, 12), request)
+    assert inspect.isawaitable(later)  # partition 1 is read off the loop
+    assert asyncio.run(later) == cached  # the same partitions, order, budget and bytes
 
 
 def test_the_response_is_capped_at_max_bytes_but_returns_one_batch(fe):
