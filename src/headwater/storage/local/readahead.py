@@ -128,6 +128,39 @@ def cached(fd: int, position: int, length: int) -> bool:
     return _probe(fd, position) and _probe(fd, position + length - 1)
 
 
+NOWAIT_READ_MAX = 32 << 10
+"""Chunks up to this many bytes are read with one ``preadv2(RWF_NOWAIT)`` (:func:`read_nowait`)
+instead of a ``cachestat`` check then a ``pread``: one system call, not two, for the small reads
+of consumers at the tail. (Larger ones keep the check: the zeroed buffer ``preadv`` needs would
+cost more than the call saved.)"""
+
+_NOWAIT = getattr(os, "RWF_NOWAIT", 0) if hasattr(os, "preadv") else 0
+
+
+MISSED = memoryview(b"")
+"""What :func:`read_nowait` returns when some of the bytes are not in the page cache."""
+
+
+def read_nowait(fd: int, length: int, position: int) -> memoryview | None:
+    """Bytes ``[position, position + length)`` of ``fd`` (read-only) when every one of them is in
+    the page cache, read without waiting (``preadv2`` with ``RWF_NOWAIT``: the kernel returns
+    fewer bytes, or EAGAIN, rather than wait for the disk); :data:`MISSED` when some are not;
+    None when the range is over :data:`NOWAIT_READ_MAX`, the flag is missing or the filesystem
+    refuses it (check with :func:`cached` then). After a miss, do not ask :func:`cached`: the
+    miss starts the kernel's readahead of the range, whose pages then count as cached while
+    their reads are still in flight (a ``pread`` of them would wait)."""
+    if not _NOWAIT or length > NOWAIT_READ_MAX or length <= 0:
+        return None
+    buf = bytearray(length)
+    try:
+        got = os.preadv(fd, [buf], position, _NOWAIT)
+    except BlockingIOError:
+        return MISSED
+    except OSError:  # EOPNOTSUPP and the like (a filesystem without it): check instead
+        return None
+    return memoryview(buf).toreadonly() if got == length else MISSED
+
+
 WINDOW = 32 << 20
 """Bytes past a chunk that was not in the page cache that a worker asks the kernel to read into
 it (``POSIX_FADV_WILLNEED``: asynchronous readahead), renewed when the reader is half way through:
