@@ -191,3 +191,21 @@ def test_the_worker_read_of_a_file_gone_is_none(tmp_path):
     path = tmp_path / "short.log"
     path.write_bytes(b"abc")
     assert readahead.read_chunk(str(path), 1, 4096) == b"bc"
+
+
+@pytest.mark.skipif(not hasattr(os, "RWF_NOWAIT"), reason="no RWF_NOWAIT here")
+def test_read_nowait_reads_cached_bytes_and_reports_missing_ones(tmp_path):
+    data = os.urandom(1 << 20)
+    path = tmp_path / "f"
+    path.write_bytes(data)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.pread(fd, 1 << 20, 0)
+        got = readahead.read_nowait(fd, 20_000, 4096)
+        assert got.readonly and bytes(got) == data[4096:24096]
+        assert readahead.read_nowait(fd, readahead.NOWAIT_READ_MAX + 1, 0) is None  # larger: cachestat's
+        if not readahead.evict(str(path)):
+            pytest.skip("this filesystem keeps the pages in memory")
+        assert readahead.read_nowait(fd, 20_000, 300_000) is readahead.MISSED
+    finally:
+        os.close(fd)
