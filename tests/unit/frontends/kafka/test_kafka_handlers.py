@@ -165,6 +165,28 @@ def test_a_fetch_with_an_uncached_partition_answers_what_a_cached_one_does(fe, m
     assert asyncio.run(later) == cached  # the same partitions, order, budget and bytes
 
 
+@pytest.mark.skipif(not hasattr(os, "posix_fadvise"), reason="needs posix_fadvise")
+def test_a_topic_deleted_while_a_fetch_reads_it_in_is_answered_gone(fe):
+    topic = fe.names.create("cold-del", 1, {})
+    for b in range(40):
+        append(fe, topic, 0, [b"b%02d-" % b + b"x" * 1000] * 3)
+    for path in glob.glob(os.path.join(topic.partitions[0].log.directory, "*.log")):
+        if not readahead.evict(path):
+            pytest.skip("this filesystem keeps the pages in memory")
+
+    async def race():
+        reading = fetch.fetch(ctx_for(fe, FETCH, 12), fetch_request([("cold-del", 0, 0)]))
+        assert inspect.isawaitable(reading)
+        task = asyncio.ensure_future(reading)
+        await asyncio.sleep(0)  # the read misses and waits for the worker
+        assert not task.done()
+        fe.broker.delete_topic(topic.stream_id, topic.id)
+        return fetched(await task)
+
+    part = asyncio.run(race()).responses[0].partitions[0]
+    assert part.error_code == errors.UNKNOWN_TOPIC_OR_PARTITION and part.records is None
+
+
 def test_the_response_is_capped_at_max_bytes_but_returns_one_batch(fe):
     topic = fe.names.create("cap", 3, {})
     for p in range(3):

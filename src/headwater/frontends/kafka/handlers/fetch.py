@@ -192,15 +192,17 @@ def _read(ctx: Context, p, offset: int, limit: int, min_one: bool, compression: 
     return 0, hw, lso, start, out, aborted
 
 
-async def _read_in(m: _Miss, ready: dict) -> None:
+async def _read_in(ctx: Context, m: _Miss, ready: dict) -> None:
     """The read a pass missed, done off the event loop (:func:`.catchup.read_in`), kept in
     ``ready`` for the next pass: ``(end, batches)``, or ``(end, error)`` for a read storage
-    refused."""
+    refused or a partition deleted meanwhile (the next pass finds it gone first)."""
+    p = m.p
     try:
-        stored, _ = await catchup.read_in(KAFKA, m.p.read, m.offset, m.end - m.offset, m.limit, miss=m.miss)
+        stored, _ = await catchup.read_in(KAFKA, p.read, m.offset, m.end - m.offset, m.limit, miss=m.miss,
+                                          check=lambda: ctx.broker.require_present(p))
     except core_errors.BrokerError as e:
         stored = e
-    ready[(m.p, m.offset)] = (m.end, stored)
+    ready[(p, m.offset)] = (m.end, stored)
 
 
 def _plan(ctx: Context, request) -> dict:
@@ -368,7 +370,7 @@ async def _fetch_later(ctx: Context, request, plan: dict, first: dict, seen: dic
     deadline = loop.time() + max_wait_s
     while True:
         if missed is not None:
-            await _read_in(missed, ready)
+            await _read_in(ctx, missed, ready)
             resolved = {key: _recheck(ctx, key, r) for key, r in first.items()}
         try:
             topics, total, failed, partitions = _collect(ctx, plan, resolved, seen, max_bytes, committed, ready)
