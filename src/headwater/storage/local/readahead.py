@@ -113,7 +113,8 @@ def _probe(fd: int, position: int) -> bool:
 
 def cached(fd: int, position: int, length: int) -> bool:
     """Whether every page of ``[position, position + length)`` of ``fd`` is in the page cache
-    (the first and last page only, where ``cachestat`` is missing). True for an empty range and
+    (the first and last page only, where ``cachestat`` is missing), its last page read in (not
+    one the kernel's readahead is still reading). True for an empty range and
     where neither check exists (the read then blocks, as it always did)."""
     if length <= 0:
         return True
@@ -122,7 +123,9 @@ def cached(fd: int, position: int, length: int) -> bool:
         want = (position + length - 1) // _PAGE - first + 1
         got = _cachestat.pages(fd, first * _PAGE, want * _PAGE)
         if got is not None:
-            return got >= want
+            # cachestat counts a page the kernel's readahead is still reading in; the last page,
+            # read last, is then not ready yet: a one-byte RWF_NOWAIT read of it tells
+            return got >= want and (not hasattr(os, "RWF_NOWAIT") or _probe(fd, position + length - 1))
     if not hasattr(os, "RWF_NOWAIT"):
         return True
     return _probe(fd, position) and _probe(fd, position + length - 1)
