@@ -37,6 +37,13 @@ default) and each partition at most ``partition_max_bytes``, in whole
 batches, except that the first batch found is returned even when it is
 larger (so a consumer never stalls on a big batch).
 
+Catch-up reads (a consumer far behind, see ``core.catchup``): every partition is read without
+waiting for the disk. When all of them are in the page cache the handler answers at once (it
+returns the body, no coroutine). Otherwise the first partition whose bytes are not has them
+read by storage's worker thread while the event loop serves other clients, and the pass over
+the partitions runs again, that read kept (so their order and the byte budget stay as above);
+each such wait counts in ``headwater_catchup_reads_total{protocol="kafka"}``.
+
 Long polling: with less than min_bytes available the request waits up to
 max_wait_ms, woken by an append to one of its partitions, or their deletion
 (``Partition.add_listener``), or by shutdown; topics and partitions are
