@@ -4,6 +4,8 @@ Usage::
 
     python benchmarks/bench_catchup.py --server-python /work/wt/before6/.venv/bin/python \\
         --server-python .venv/bin/python --gb 2 --passes 2
+    python benchmarks/bench_catchup.py --server-python /work/main/.venv/bin/python \\
+        --server-python .venv/bin/python --gb 1 --passes 1 --protocol kafka --consumers 2
 
 For each ``--server-python`` (that venv's code, ``headwater serve`` on 127.0.0.1) it writes
 ``--gb`` GB of ``--size``-byte messages into a one-partition topic with our raw generator
@@ -11,7 +13,9 @@ For each ``--server-python`` (that venv's code, ``headwater serve`` on 127.0.0.1
 (smaller than the topic, so the topic does not fit the budget, as compare.py's 1 KB topic does
 not fit the default 2 GiB). Then, pass after pass and server after server, it reads the whole
 topic back from offset 0 with compare.py's raw poller (``RAW_POLL_COUNT`` = 10000 messages per
-poll, ``RAW_POLL_WINDOW`` = 2 polls in flight):
+poll, ``RAW_POLL_WINDOW`` = 2 polls in flight), or with ``--protocol kafka`` compare.py's
+confluent-kafka consumer (topic ``bench.poll``, its ``CONFLUENT_CONSUMER`` settings);
+``--consumers N`` has N such readers (threads, a connection each) read the whole topic at once:
 
 - ``as written`` (first pass only): the page cache as writing the topic left it, what compare.py's
   consume row after its produce row meets;
@@ -22,7 +26,8 @@ poll, ``RAW_POLL_WINDOW`` = 2 polls in flight):
 During each read a second connection sends Ping (code 1) one at a time and records the round
 trips: a read that blocks the server's event loop shows up as that client's latency.
 
-Per pass it prints GB/s of payload, the server's CPU per million messages (``/proc/<pid>/stat``,
+Per pass it prints GB/s of payload and messages/s (all readers together), the server's CPU per
+million messages read (``/proc/<pid>/stat``,
 user + system), the share of the read the event loop's thread spent waiting for the disk
 (:class:`LoopSampler`), the Ping round trip p50 / p99 / max in ms, and how much of the topic's files is
 in the page cache after the read (``fincore``). The disk's own reference, measured right before
@@ -199,20 +204,34 @@ class LoopSampler:
         return 100.0 * self.blocked / max(1, self.samples)
 
 
-def read_back(server, messages: int, size: int) -> tuple[float, float]:
-    """(seconds, server CPU seconds) of compare.py's raw poller reading the topic from offset 0."""
-    from compare_clients import IggyRaw
+def _read_once(server, messages: int, size: int, protocol: str) -> dict:
+    """One consumer reading the topic from offset 0: compare.py's raw poller (``iggy``) or its
+    confluent-kafka consumer (``kafka``, the topic's Kafka name ``bench.poll``)."""
+    from compare_clients import Confluent, IggyRaw
 
-    spec = {"target": {"iggy": server.iggy, "stream": "bench", "topic": "poll"}, "size": size}
-    raw = IggyRaw(spec)
-    try:
-        s0 = server.cpu()
-        res = raw.consume_raw({"expect": messages, "deadline_s": 600})
-        if res["count"] < messages:
-            raise RuntimeError(f"read back {res['count']} of {messages}")
-        return res["t1"] - res["t0"], server.cpu() - s0
-    finally:
-        raw.conn.close()
+    phase = {"expect": messages, "deadline_s": 600}
+    if protocol == "kafka":
+        client = Confluent({"target": {"kafka": server.kafka, "kafka_topic": "bench.poll"}, "size": size})
+        res = client.consume(phase)
+    else:
+        raw = IggyRaw({"target": {"iggy": server.iggy, "stream": "bench", "topic": "poll"}, "size": size})
+        try:
+            res = raw.consume_raw(phase)
+        finally:
+            raw.conn.close()
+    if res["count"] < messages:
+        raise RuntimeError(f"read back {res['count']} of {messages}")
+    return res
+
+
+def read_back(server, messages: int, size: int, protocol: str = "iggy", consumers: int = 1) -> tuple[float, float]:
+    """(seconds, server CPU seconds) of ``consumers`` consumers (threads; each its own
+    connection) each reading the whole topic from offset 0 at once: from the first start to
+    the last end."""
+    s0 = server.cpu()
+    with concurrent.futures.ThreadPoolExecutor(consumers) as pool:
+        results = list(pool.map(lambda _: _read_once(server, messages, size, protocol), range(consumers)))
+    return max(r["t1"] for r in results) - min(r["t0"] for r in results), server.cpu() - s0
 
 
 def main() -> None:
@@ -225,6 +244,9 @@ def main() -> None:
                     help="write_behind_cache_bytes of each server, in --server-python order (repeatable; "
                          "default 512 MiB; the last one given applies to the servers after it)")
     ap.add_argument("--passes", type=int, default=2)
+    ap.add_argument("--protocol", choices=("iggy", "kafka"), default="iggy",
+                    help="the readers: our raw Iggy poller, or confluent-kafka consumers (default iggy)")
+    ap.add_argument("--consumers", type=int, default=1, help="readers at once, each reading the whole topic")
     args = ap.parse_args()
     pythons = args.server_python or [sys.executable]
     messages = int(args.gb * GB / args.size) // 1000 * 1000
@@ -245,9 +267,10 @@ def main() -> None:
             server.files = segment_files(server.data)
             server.pinger = Pinger(server.iggy)
             server.sampler = LoopSampler(server.pid)
-        print("| pass | server | read | GB/s | server CPU s/M | loop in disk wait | Ping p50 / p99 / max ms | "
+        print(f"readers: {args.consumers} x {args.protocol}")
+        print("| pass | server | read | GB/s | msg/s | server CPU s/M | loop in disk wait | Ping p50 / p99 / max ms | "
               "cached after GB | disk O_DIRECT x1 / x2 GB/s | disk buffered GB/s | load |")
-        print("|---|---|---|---:|---:|---:|---|---:|---|---:|---|")
+        print("|---|---|---|---:|---:|---:|---:|---|---:|---|---:|---|")
         for n in range(args.passes):
             for i, server in enumerate(servers):
                 # pass 1 first reads the topic as writing left the page cache (compare.py's case)
@@ -259,11 +282,12 @@ def main() -> None:
                         drop_cache(server.files)
                     server.pinger.start()
                     server.sampler.start()
-                    wall, cpu = read_back(server, messages, args.size)
+                    wall, cpu = read_back(server, messages, args.size, args.protocol, args.consumers)
                     blocked = server.sampler.finish()
                     p50, p99, top = server.pinger.finish()
-                    print(f"| {n + 1} | {i} | {kind} | {messages * args.size / wall / GB:.2f} | "
-                          f"{cpu / messages * 1e6:.3f} | {blocked:.0f} % | {p50:.2f} / {p99:.2f} / {top:.1f} | "
+                    read = messages * args.consumers
+                    print(f"| {n + 1} | {i} | {kind} | {read * args.size / wall / GB:.2f} | {read / wall:,.0f} | "
+                          f"{cpu / read * 1e6:.3f} | {blocked:.0f} % | {p50:.2f} / {p99:.2f} / {top:.1f} | "
                           f"{cached_bytes(server.files) / GB:.2f} | {ref} | "
                           f"{os.getloadavg()[0]:.1f} |", flush=True)
     finally:

@@ -14,6 +14,10 @@ headwater_request_duration_seconds      histogram protocol, transport, request  
 headwater_connections                   gauge     protocol, transport            on accept and close
 headwater_fsync_duration_seconds        histogram kind (``group_commit``,        once per sync round /
                                                   ``inline``)                    inline sync
+headwater_catchup_reads_total           counter   protocol                       once per read that
+headwater_catchup_read_bytes_total      counter                                  waited for a worker
+                                                                                 thread to read bytes
+                                                                                 not in the page cache
 headwater_partition_messages_in_total   counter   stream, topic, partition       read at scrape time
 headwater_partition_bytes_in_total      counter   (names; partition id)          from plain ``int``
 headwater_partition_messages_out_total  counter                                  counters the partition
@@ -23,6 +27,11 @@ headwater_partition_size_bytes          gauge
 headwater_partition_high_watermark      gauge
 process_*, python_*                     (prometheus_client's process and platform collectors)
 ======================================= ========= ============================== =====================
+
+A catch-up read (``core.catchup``) is a poll, fetch or timestamp lookup that found bytes missing
+from the page cache and waited for storage's worker thread to read them in: the read counts one,
+and its bytes are what that worker read (a chunk of a segment file, so at least the bytes asked
+for); a read that misses again after the wait counts again.
 
 ``request`` is ``produce`` or ``fetch``; ``protocol`` ``iggy`` or ``kafka``; ``transport``
 ``tcp`` (other transports use their own name: ``http``, ``quic``, ``websocket``). A fetch's
@@ -37,7 +46,7 @@ import threading
 from bisect import bisect_left
 from typing import Callable, Iterable
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Gauge, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, generate_latest
 from prometheus_client.metrics_core import HistogramMetricFamily, Metric
 from prometheus_client.utils import floatToGoString
 from prometheus_client.platform_collector import PlatformCollector
@@ -117,8 +126,27 @@ FSYNC_SECONDS = _Timings(
 )
 REGISTRY.register(FSYNC_SECONDS)  # type: ignore[arg-type]
 
+CATCHUP_READS = Counter(
+    "headwater_catchup_reads", "Reads that waited for a worker thread to read bytes not in the page cache",
+    ("protocol",), registry=REGISTRY,
+)
+CATCHUP_READ_BYTES = Counter(
+    "headwater_catchup_read_bytes", "Bytes worker threads read in for reads that waited for them",
+    ("protocol",), registry=REGISTRY,
+)
+
 PRODUCE = "produce"
 FETCH = "fetch"
+IGGY = "iggy"
+KAFKA = "kafka"
+
+
+def count_catchup_read(protocol: str, nbytes: int) -> None:
+    """Record one catch-up read of ``protocol`` (``iggy`` or ``kafka``) whose worker read
+    ``nbytes`` bytes (on the event loop's thread, once per read that waited)."""
+    CATCHUP_READS.labels(protocol).inc()
+    if nbytes > 0:
+        CATCHUP_READ_BYTES.labels(protocol).inc(nbytes)
 
 
 def request_histogram(protocol: str, transport: str, request: str) -> _Timing:

@@ -22,8 +22,9 @@ import xxhash
 from ..codec import batch as batch_codec
 from ..codec.errors import CodecError
 from ..codec.record_key import compaction_key
+from .. import metrics
 from ..storage.api import CorruptSegment, NotCached, StorageEngine, StorageError, StorageWriteError
-from . import errors
+from . import catchup, errors
 from .catalog import Catalog, Stream, Topic, next_id, validate_name
 from .groups.assigned import AssignedGroup
 from .offsets import CONSUMER, GROUP, Committed, OffsetStore
@@ -69,10 +70,6 @@ class Stats:
     clients: int
     consumer_groups: int
     started_at_us: int
-
-
-READ_MISS_TRIES = 4
-"""Reads of a poll that may find their bytes missing from the page cache before one waits."""
 
 
 class Broker:
@@ -1144,41 +1141,35 @@ class Broker:
         return done
 
     def read_visible_soon(self, p: Partition, start_offset: int, count: int, max_bytes: int = 1 << 62,
-                          *, resume: bool = True):
+                          *, resume: bool = True, protocol: str = metrics.IGGY):
         """:meth:`read_visible` without waiting for the disk: its ``(batches, messages,
         next_offset)`` tuple when every byte is in the page cache, else a coroutine that reads
-        them in off the event loop and returns that tuple (:meth:`read_visible_waiting`, after
-        the first miss's bytes came in). For callers that serve from a protocol callback
-        and must not await when nothing has to be waited for. Raises what
-        :meth:`read_visible` raises."""
-        try:
+        them in off the event loop and returns that tuple (:func:`.catchup.soon`; ``protocol``
+        labels its metrics). For callers that serve from a protocol callback and must not
+        await when nothing has to be waited for. Raises what :meth:`read_visible` raises, and
+        PartitionNotFound when the partition was deleted during the read."""
+        try:  # (catchup.soon's steps, spelled out: the cached path is every poll's)
             return self.read_visible(p, start_offset, count, max_bytes, resume=resume, nowait=True)
         except NotCached as miss:
-            return self._read_visible_after(miss, p, start_offset, count, max_bytes, resume)
-
-    async def _read_visible_after(self, miss: NotCached, p: Partition, start_offset: int, count: int,
-                                  max_bytes: int, resume: bool):
-        await asyncio.wrap_future(miss.future)
-        if self.catalog.topic(p.stream_id, p.topic_id).partitions.get(p.id) is not p:
-            raise errors.PartitionNotFound(f"partition {p.id} was deleted during the read")
-        return await self.read_visible_waiting(p, start_offset, count, max_bytes, resume=resume)
+            return catchup.read_in(protocol, self.read_visible, p, start_offset, count, max_bytes, resume=resume,
+                                   miss=miss, check=lambda: self.require_present(p))
 
     async def read_visible_waiting(self, p: Partition, start_offset: int, count: int, max_bytes: int = 1 << 62,
-                                   *, resume: bool = True):
+                                   *, resume: bool = True, protocol: str = metrics.IGGY):
         """:meth:`read_visible` that never waits for the disk on the event loop: bytes that are
         not in the page cache are read in on storage's worker thread while other clients are
         served (storage's NotCached), then the read runs again from the start, against the
-        state of that moment. After ``READ_MISS_TRIES`` misses in a row (pages evicted as fast
-        as they come in) it reads waiting. Raises what :meth:`read_visible` raises, and
-        PartitionNotFound when the partition was deleted meanwhile."""
-        for _ in range(READ_MISS_TRIES):
-            try:
-                return self.read_visible(p, start_offset, count, max_bytes, resume=resume, nowait=True)
-            except NotCached as miss:
-                await asyncio.wrap_future(miss.future)
-            if self.catalog.topic(p.stream_id, p.topic_id).partitions.get(p.id) is not p:
-                raise errors.PartitionNotFound(f"partition {p.id} was deleted during the read")
-        return self.read_visible(p, start_offset, count, max_bytes, resume=resume)
+        state of that moment (:func:`.catchup.read_in`). Raises what :meth:`read_visible`
+        raises, and PartitionNotFound when the partition was deleted meanwhile."""
+        return await catchup.read_in(protocol, self.read_visible, p, start_offset, count, max_bytes, resume=resume,
+                                     check=lambda: self.require_present(p))
+
+    def require_present(self, p: Partition) -> None:
+        """Raise PartitionNotFound unless ``p`` is still its topic's partition (not deleted, nor
+        deleted and created again): for reads that waited."""
+        topic = self.catalog.topic(p.stream_id, p.topic_id)
+        if topic.partitions.get(p.id) is not p:
+            raise errors.PartitionNotFound(f"partition {p.id} was deleted during the read")
 
     def last_stable_offset(self, p: Partition) -> int:
         """The first offset of the oldest open transaction on ``p``, else its high watermark."""

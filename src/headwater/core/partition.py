@@ -238,9 +238,14 @@ class Partition:
             return max(start_offset, self.log_start_offset)
         return batch_codec.last_offset(batches[-1]) + 1
 
-    def offset_for_timestamp(self, timestamp_us: int) -> int:
-        """First offset stored at or after ``timestamp_us``; the high watermark when none."""
-        off = self.log.offset_for_timestamp(timestamp_us)
+    def offset_for_timestamp(self, timestamp_us: int, *, nowait: bool = False) -> int:
+        """First offset stored at or after ``timestamp_us``; the high watermark when none.
+        ``nowait``: raise storage's NotCached (the index walk's bytes being read in on a worker
+        thread) instead of waiting for bytes that are not in the page cache."""
+        try:
+            off = self.log.offset_for_timestamp(timestamp_us, nowait=nowait)
+        except CorruptSegment as e:
+            raise errors.CorruptData(str(e)) from e
         return self.log.next_offset if off is None else off
 
     def reset(self) -> None:

@@ -201,8 +201,10 @@ class PartitionLog(Protocol):
         NotCached instead of waiting for bytes that are not in the page cache.
         """
 
-    def offset_for_timestamp(self, timestamp_us: int) -> int | None:
-        """First offset of the first batch whose base_timestamp >= timestamp_us, or None."""
+    def offset_for_timestamp(self, timestamp_us: int, *, nowait: bool = False) -> int | None:
+        """First offset of the first batch whose base_timestamp >= timestamp_us, or None.
+        ``nowait``: raise NotCached instead of waiting for index-walk bytes that are not in
+        the page cache (as :meth:`read` does)."""
 
     def segments(self) -> Sequence[SegmentInfo]:
         """The segments, oldest first; the last is the active one."""

@@ -81,6 +81,28 @@ def test_a_small_read_of_dropped_pages_is_served_by_the_worker_read(open_log):
     assert misses
 
 
+def test_a_timestamp_lookup_in_dropped_pages_waits_for_the_worker_read(open_log):
+    log = open_log(SegmentPolicy(segment_size=1 << 20))
+    fill(log, 300)  # batches of 10: base offsets 0, 10, ... 2990, base timestamps 1_000_000 + base offset
+    targets = [0, 1_001_234, 1_001_240, 1_000_700, 1_002_990, 1_002_991]
+    expected = [log.offset_for_timestamp(t) for t in targets]
+    assert expected == [0, 1240, 1240, 700, 2990, None]
+    misses: list = []
+
+    async def lookup(timestamp_us: int) -> int | None:
+        while True:
+            try:
+                return log.offset_for_timestamp(timestamp_us, nowait=True)
+            except NotCached as miss:
+                misses.append(miss)
+                await asyncio.wrap_future(miss.future)
+
+    for target, want in zip(targets, expected):
+        drop_cache(log)
+        assert asyncio.run(lookup(target)) == want
+    assert misses  # the index walk's pages were really gone: the worker path ran
+
+
 def test_appends_while_the_worker_reads(open_log):
     log = open_log()
     fill(log, 40)
@@ -178,3 +200,21 @@ def test_the_worker_read_of_a_file_gone_is_none(tmp_path):
     path = tmp_path / "short.log"
     path.write_bytes(b"abc")
     assert readahead.read_chunk(str(path), 1, 4096) == b"bc"
+
+
+@pytest.mark.skipif(not hasattr(os, "RWF_NOWAIT"), reason="no RWF_NOWAIT here")
+def test_read_nowait_reads_cached_bytes_and_reports_missing_ones(tmp_path):
+    data = os.urandom(1 << 20)
+    path = tmp_path / "f"
+    path.write_bytes(data)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.pread(fd, 1 << 20, 0)
+        got = readahead.read_nowait(fd, 20_000, 4096)
+        assert got.readonly and bytes(got) == data[4096:24096]
+        assert readahead.read_nowait(fd, readahead.NOWAIT_READ_MAX + 1, 0) is None  # larger: cachestat's
+        if not readahead.evict(str(path)):
+            pytest.skip("this filesystem keeps the pages in memory")
+        assert readahead.read_nowait(fd, 20_000, 300_000) is readahead.MISSED
+    finally:
+        os.close(fd)

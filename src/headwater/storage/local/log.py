@@ -373,18 +373,21 @@ class LocalPartitionLog:
                 break
         return out
 
-    def offset_for_timestamp(self, timestamp_us: int) -> int | None:
+    def offset_for_timestamp(self, timestamp_us: int, *, nowait: bool = False) -> int | None:
         """base_offset of the first batch whose base_timestamp >= ``timestamp_us``, or None.
 
         Assumes base timestamps do not decrease along the log (segments are
-        picked by their newest timestamp, batches by the sparse index).
+        picked by their newest timestamp, batches by the sparse index). ``nowait``: raises
+        NotCached, a worker reading the batch headers' chunk in (:mod:`.readahead`), rather
+        than wait for bytes that are not in the page cache; look up again once its future
+        is done.
         """
         self._check_open()
         for seg in self._segments:
             if seg.size == 0 or seg.max_timestamp_us < timestamp_us:
                 continue
             self._touch(seg)
-            found = seg.offset_for_timestamp(timestamp_us)
+            found = seg.offset_for_timestamp(timestamp_us, nowait)
             if found is not None:
                 return found
         return None

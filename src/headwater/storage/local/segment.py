@@ -91,7 +91,15 @@ class ChunkReader:
             rel = position - start
             return memoryview(self._buf)[rel : rel + length]
         want = min(max(length, self.chunk_bytes), self.end - position)
-        held = None if self.owner is None else self.owner.ahead(position, want, length)
+        owner = self.owner
+        held = None
+        if owner is not None:
+            cached = owner.read_cached(position, want)
+            if cached is not None and cached is not readahead.MISSED:  # small, all cached: read in one call
+                self._buf = cached
+                self._start = position
+                return cached[:length]
+            held = owner.ahead(position, want, length, cached is readahead.MISSED)
         if held is not None:
             self.used_held = True
             self._buf = held
@@ -408,7 +416,7 @@ class Segment:
             return 0, self.start_offset
         return floor[1], floor[0]
 
-    def ahead(self, position: int, want: int, length: int) -> bytes | memoryview | None:
+    def ahead(self, position: int, want: int, length: int, missed: bool = False) -> bytes | memoryview | None:
         """Before a ``nowait`` read of the chunk ``[position, position + want)``, of which
         ``length`` bytes are needed now: bytes from ``position`` on (at least ``length``) that
         the workers already read for this segment, or None when the whole chunk is in the
@@ -417,8 +425,10 @@ class Segment:
         (one copy of that batch). Pages already in the page cache are read on the loop, as
         any read's; a segment read from the disk has the kernel read :data:`.readahead.WINDOW`
         bytes ahead of its reader (``POSIX_FADV_WILLNEED``, from a worker), so a consumer
-        reading front to back finds its next pages cached and is served without a worker."""
-        if readahead.cached(self._fd, position, want):
+        reading front to back finds its next pages cached and is served without a worker.
+        ``missed``: a :func:`.readahead.read_nowait` of the chunk just found bytes missing (no
+        second check)."""
+        if not missed and readahead.cached(self._fd, position, want):
             if self.prefetched_to and position + want > self.prefetched_to - readahead.WINDOW // 2:
                 self._prefetch(position + want)  # a catch-up reader half way through the window
             return None
@@ -437,6 +447,16 @@ class Segment:
         future = readahead.start(self.serial, self.log_path, position, want)
         self._prefetch(position + want)
         raise readahead.missing(self.log_path, position, want, future)
+
+    def read_cached(self, position: int, want: int) -> memoryview | None:
+        """For a ``nowait`` read: the chunk ``[position, position + want)`` read at once when it
+        is small and all in the page cache (:func:`.readahead.read_nowait`), else
+        ``readahead.MISSED`` or None (then :meth:`ahead` decides). Keeps a catch-up reader's kernel read-ahead going as
+        :meth:`ahead` does."""
+        data = readahead.read_nowait(self._fd, want, position)
+        if data and self.prefetched_to and position + want > self.prefetched_to - readahead.WINDOW // 2:
+            self._prefetch(position + want)
+        return data
 
     def _prefetch(self, position: int) -> None:
         """Have the kernel read up to :data:`.readahead.WINDOW` bytes from ``position`` (or from
@@ -567,16 +587,17 @@ class Segment:
             self.read_on(position, first_chunk)
         return taken, wanted
 
-    def offset_for_timestamp(self, timestamp_us: int) -> int | None:
+    def offset_for_timestamp(self, timestamp_us: int, nowait: bool = False) -> int | None:
         """base_offset of the first batch with base_timestamp >= ``timestamp_us``, or None.
 
-        Raises CorruptSegment on a malformed header.
+        Raises CorruptSegment on a malformed header. With ``nowait``, raises NotCached instead
+        of reading header bytes that are not in the page cache (see :mod:`.readahead`).
         """
         self.acquire()
         floor = self._index.before_timestamp(timestamp_us)
         position = 0 if floor is None else floor[1]
         end = self.size
-        reader = ChunkReader(self._fd, end, _CHUNK_MIN)
+        reader = ChunkReader(self._fd, end, _CHUNK_MIN, self if nowait else None)
         while position < end:
             head = reader.view(position, BATCH_HEADER_SIZE)
             if len(head) < BATCH_HEADER_SIZE:

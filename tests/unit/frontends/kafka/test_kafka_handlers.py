@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import glob
+import inspect
+import os
 import uuid
 
 import pytest
@@ -21,6 +24,7 @@ from headwater.frontends.kafka.names import topic_id
 from headwater.frontends.kafka.registry import Context
 from headwater.frontends.kafka.server import KafkaFrontend
 from headwater.storage.api import open_engine
+from headwater.storage.local import readahead
 
 FETCH, LIST_OFFSETS, API_VERSIONS, DELETE_TOPICS = 1, 2, 18, 20
 
@@ -58,6 +62,11 @@ def fetch_request(parts, *, version: int = 12, max_wait_ms: int = 0, max_bytes: 
                           max_wait=datetime.timedelta(milliseconds=max_wait_ms), min_bytes=1, max_bytes=max_bytes,
                           isolation_level=0, session_id=0, session_epoch=-1, topics=topics,
                           forgotten_topics_data=(), rack_id="")
+
+
+def answered(out):
+    """The Fetch handler's result: the body it answered at once, or its coroutine's, run."""
+    return asyncio.run(out) if inspect.isawaitable(out) else out
 
 
 def fetched(body: bytes, version: int = 12):
@@ -131,11 +140,51 @@ def test_a_partition_named_twice_is_read_once_in_its_first_place(fe):
         append(fe, topic, p, [b"p%d-a" % p, b"p%d-b" % p])
     ctx = ctx_for(fe, FETCH, 12)
     request = fetch_request([("dup", 0, 0), ("dup", 1, 0), ("dup", 0, 1), ("nope", 0, 0), ("nope", 0, 0)])
-    response = fetched(asyncio.run(fetch.fetch(ctx, request)))
+    response = fetched(answered(fetch.fetch(ctx, request)))
     got = [(t.topic, [(p.partition_index, int(p.error_code)) for p in t.partitions]) for t in response.responses]
     assert got == [("dup", [(0, 0), (1, 0)]), ("nope", [(0, errors.UNKNOWN_TOPIC_OR_PARTITION)])]
     records = response.responses[0].partitions[0].records
     assert records.count(b"p0-b") == 1 and b"p0-a" not in records  # one copy, from the last mention's offset 1
+
+
+@pytest.mark.skipif(not hasattr(os, "posix_fadvise"), reason="needs posix_fadvise")
+@pytest.mark.parametrize("max_bytes", [1 << 20, 150_000])
+def test_a_fetch_with_an_uncached_partition_answers_what_a_cached_one_does(fe, max_bytes):
+    topic = fe.names.create("cold", 3, {})
+    for p in range(3):
+        for b in range(40):
+            append(fe, topic, p, [b"p%d-b%02d-" % (p, b) + bytes([65 + b % 26]) * 1000] * 3)
+    request = fetch_request([("cold", p, 0) for p in range(3)], max_bytes=max_bytes, partition_max_bytes=100_000)
+    cached = fetch.fetch(ctx_for(fe, FETCH, 12), request)
+    assert isinstance(cached, bytes)  # all in the page cache: answered at once, no coroutine
+    for path in glob.glob(os.path.join(topic.partitions[1].log.directory, "*.log")):
+        if not readahead.evict(path):
+            pytest.skip("this filesystem keeps the pages in memory")
+    later = fetch.fetch(ctx_for(fe, FETCH, 12), request)
+    assert inspect.isawaitable(later)  # partition 1 is read off the loop
+    assert asyncio.run(later) == cached  # the same partitions, order, budget and bytes
+
+
+@pytest.mark.skipif(not hasattr(os, "posix_fadvise"), reason="needs posix_fadvise")
+def test_a_topic_deleted_while_a_fetch_reads_it_in_is_answered_gone(fe):
+    topic = fe.names.create("cold-del", 1, {})
+    for b in range(40):
+        append(fe, topic, 0, [b"b%02d-" % b + b"x" * 1000] * 3)
+    for path in glob.glob(os.path.join(topic.partitions[0].log.directory, "*.log")):
+        if not readahead.evict(path):
+            pytest.skip("this filesystem keeps the pages in memory")
+
+    async def race():
+        reading = fetch.fetch(ctx_for(fe, FETCH, 12), fetch_request([("cold-del", 0, 0)]))
+        assert inspect.isawaitable(reading)
+        task = asyncio.ensure_future(reading)
+        await asyncio.sleep(0)  # the read misses and waits for the worker
+        assert not task.done()
+        fe.broker.delete_topic(topic.stream_id, topic.id)
+        return fetched(await task)
+
+    part = asyncio.run(race()).responses[0].partitions[0]
+    assert part.error_code == errors.UNKNOWN_TOPIC_OR_PARTITION and part.records is None
 
 
 def test_the_response_is_capped_at_max_bytes_but_returns_one_batch(fe):
@@ -143,12 +192,12 @@ def test_the_response_is_capped_at_max_bytes_but_returns_one_batch(fe):
     for p in range(3):
         for _ in range(3):
             append(fe, topic, p, [bytes([65 + p]) * 1000])
-    one = len(fetched(asyncio.run(fetch.fetch(ctx_for(fe, FETCH, 12), fetch_request(
+    one = len(fetched(answered(fetch.fetch(ctx_for(fe, FETCH, 12), fetch_request(
         [("cap", 0, 0)], max_bytes=1)))).responses[0].partitions[0].records)
     assert 1000 < one < 1200  # max_bytes 1: still the first batch
 
     def sizes(max_bytes, partition_max_bytes=1 << 20):
-        r = fetched(asyncio.run(fetch.fetch(ctx_for(fe, FETCH, 12), fetch_request(
+        r = fetched(answered(fetch.fetch(ctx_for(fe, FETCH, 12), fetch_request(
             [("cap", p, 0) for p in range(3)], max_bytes=max_bytes, partition_max_bytes=partition_max_bytes))))
         return [len(p.records or b"") for t in r.responses for p in t.partitions]
 

@@ -14,10 +14,11 @@ from __future__ import annotations
 from ....codec.iggy.codes import Command, ConsumerKind, PartitioningKind, PollingKind
 from ....codec.iggy.commands import messages as w
 from ....codec.iggy.commands import offsets as wo
-from ....core import errors
+from ....core import catchup, errors
 from ....core.catalog import Topic
 from ....core.offsets import CONSUMER, GROUP
 from ....core.partition import Partition
+from ....metrics import IGGY
 from ..registry import Context, iggy_command
 from ._common import may_poll, may_send, require
 
@@ -141,7 +142,10 @@ def poll_batches(ctx: Context, consumer, stream_id, topic_id, partition_id: int 
     if strategy == PollingKind.OFFSET:
         start = value
     elif strategy == PollingKind.TIMESTAMP:
-        start = p.offset_for_timestamp(value)
+        # the index walk's bytes not in the page cache: looked up off the event loop
+        start = catchup.soon(IGGY, p.offset_for_timestamp, value, check=lambda: ctx.broker.require_present(p))
+        if type(start) is not int:
+            return _poll_from(ctx, p, kind, name, start, count, auto_commit)
     elif strategy == PollingKind.FIRST:
         start = p.log_start_offset
     elif strategy == PollingKind.LAST:
@@ -149,12 +153,25 @@ def poll_batches(ctx: Context, consumer, stream_id, topic_id, partition_id: int 
     else:  # NEXT
         committed = ctx.broker.committed(p, kind, name)
         start = p.log_start_offset if committed is None else committed
+    return _poll_at(ctx, p, kind, name, start, count, auto_commit)
+
+
+async def _poll_from(ctx: Context, p: Partition, kind: str, name: str, looking_up, count: int,
+                     auto_commit: bool) -> list:
+    """A poll by timestamp whose lookup waits for the disk: the read once it has its offset."""
+    read = _poll_at(ctx, p, kind, name, await looking_up, count, auto_commit)
+    return await read if type(read) is not list else read
+
+
+def _poll_at(ctx: Context, p: Partition, kind: str, name: str, start: int, count: int, auto_commit: bool):
+    """The poll's read from offset ``start``: the reply's buffers, or a coroutine of them."""
     # A poll reply is capped at the frame size limit (at least one batch is still returned),
     # so a huge ``count`` cannot make the server build an unbounded reply in memory.
     # Kafka transactions: nothing past the last stable offset, no marker, no aborted batch
     # (see docs/kafka-mapping.md, "Transactions"); the auto-commit skips what was hidden.
     # Bytes not in the page cache (a consumer far behind) are read in off the event loop.
-    read = ctx.broker.read_visible_soon(p, start, count, ctx.frontend.config.max_frame_size, resume=auto_commit)
+    read = ctx.broker.read_visible_soon(p, start, count, ctx.frontend.config.max_frame_size, resume=auto_commit,
+                                        protocol=IGGY)
     if type(read) is not tuple:
         return _poll_after(ctx, p, kind, name, auto_commit, read)
     return _poll_reply(ctx, p, kind, name, auto_commit, read)

@@ -40,6 +40,13 @@ default) and each partition at most ``partition_max_bytes``, in whole
 batches, except that the first batch found is returned even when it is
 larger (so a consumer never stalls on a big batch).
 
+Catch-up reads (a consumer far behind, see ``core.catchup``): every partition is read without
+waiting for the disk. When all of them are in the page cache the handler answers at once (it
+returns the body, no coroutine). Otherwise the first partition whose bytes are not has them
+read by storage's worker thread while the event loop serves other clients, and the pass over
+the partitions runs again, that read kept (so their order and the byte budget stay as above);
+each such wait counts in ``headwater_catchup_reads_total{protocol="kafka"}``.
+
 Long polling: with less than min_bytes available the request waits up to
 max_wait_ms, woken by an append to one of its partitions, or their deletion
 (``Partition.add_listener``), or by shutdown; topics and partitions are
@@ -60,6 +67,8 @@ from ....codec.kafka.convert import iggy_to_kafka
 from ....codec.kafka.fetch_response import Partition, Topic, encode_fetch_response
 from ....core.acls import Operation
 from ....codec.kafka.record_batch import control_batch, with_producer
+from ....core import catchup
+from ....core.catchup import NotCached
 from ....core import errors as core_errors
 from .. import errors
 from ... import corrupt
@@ -67,6 +76,7 @@ from ....codec.kafka.messages import ms
 from ..configs import fetch_compression
 from ..names import topic_id
 from .. import authz
+from ....metrics import KAFKA
 from ..registry import ApiKey, Context, kafka_api
 
 FETCH_MAX_BYTES = 55 * 1024 * 1024  # Kafka's broker fetch.max.bytes default (57671680)
@@ -128,13 +138,27 @@ def _transactional(pt, b, convert) -> bytes | None:
     return with_producer(convert(b), pid, epoch, transactional=True)
 
 
-def _read(ctx: Context, p, offset: int, limit: int, min_one: bool, compression: int = 0, committed: bool = False):
+class _Miss(Exception):
+    """A partition's read needs bytes that are not in the page cache (a consumer far behind):
+    the pass stops, the read is done off the event loop (:func:`_read_in`) and the pass runs
+    again, finding the batches read in ``ready``."""
+
+    def __init__(self, p, offset: int, end: int, limit: int, miss):
+        super().__init__()
+        self.p, self.offset, self.end, self.limit, self.miss = p, offset, end, limit, miss
+
+
+def _read(ctx: Context, p, offset: int, limit: int, min_one: bool, compression: int = 0, committed: bool = False,
+          ready: dict | None = None):
     """(error, high_watermark, last_stable_offset, log_start, record batches, aborted) for one partition.
 
     Whole batches within ``limit`` bytes; with ``min_one`` the first batch
     even when it alone is larger; records compressed with ``compression`` (the
     topic's compression.type, 0 = as stored). ``committed`` (read_committed) stops at the
     last stable offset and gives the aborted transactions met (else None).
+    Reads only what is in the page cache: stored bytes that are not raise :class:`_Miss`,
+    unless ``ready`` holds this partition's read from ``offset``, done off the loop since
+    (used while its end is not past today's end).
     """
     broker = ctx.broker
     hw = p.high_watermark
@@ -153,8 +177,16 @@ def _read(ctx: Context, p, offset: int, limit: int, min_one: bool, compression: 
         return errors.OFFSET_OUT_OF_RANGE, hw, lso, start, [], aborted
     if offset >= end or (limit <= 0 and not min_one):
         return 0, hw, lso, start, [], aborted
+    done = ready.get((p, offset)) if ready else None
     try:
-        stored, _ = p.read(offset, end - offset, max(limit, 1))
+        if done is not None and done[0] <= end:
+            stored = done[1]
+            if isinstance(stored, Exception):
+                raise stored
+        else:
+            stored, _ = p.read(offset, end - offset, max(limit, 1), nowait=True)
+    except NotCached as miss:
+        raise _Miss(p, offset, end, max(limit, 1), miss) from None
     except core_errors.BrokerError as e:
         # a damaged batch at the fetch offset: CORRUPT_MESSAGE for this partition only (the
         # batches before it were served to the fetches that reached it); fenced: KAFKA_STORAGE_ERROR
@@ -175,6 +207,19 @@ def _read(ctx: Context, p, offset: int, limit: int, min_one: bool, compression: 
     if committed and pt is not None and out:
         aborted = pt.aborted_between(offset, offset_range(stored[len(out) - 1])[1])
     return 0, hw, lso, start, out, aborted
+
+
+async def _read_in(ctx: Context, m: _Miss, ready: dict) -> None:
+    """The read a pass missed, done off the event loop (:func:`.catchup.read_in`), kept in
+    ``ready`` for the next pass: ``(end, batches)``, or ``(end, error)`` for a read storage
+    refused or a partition deleted meanwhile (the next pass finds it gone first)."""
+    p = m.p
+    try:
+        stored, _ = await catchup.read_in(KAFKA, p.read, m.offset, m.end - m.offset, m.limit, miss=m.miss,
+                                          check=lambda: ctx.broker.require_present(p))
+    except core_errors.BrokerError as e:
+        stored = e
+    ready[(p, m.offset)] = (m.end, stored)
 
 
 def _plan(ctx: Context, request) -> dict:
@@ -218,12 +263,15 @@ def _recheck(ctx: Context, key, first: tuple) -> tuple:
     return first[0], first[1], None, gone
 
 
-def _collect(ctx: Context, plan: dict, resolved: dict, seen: dict, max_bytes: int, committed: bool = False):
+def _collect(ctx: Context, plan: dict, resolved: dict, seen: dict, max_bytes: int, committed: bool = False,
+             ready: dict | None = None):
     """One pass over the partitions: (topic responses, bytes gathered, any error, partitions).
 
     Consecutive partitions of one topic share a topic response (as Kafka's
     ``FetchResponse.of``). ``seen`` keeps each partition object of the first
     pass: a partition replaced since (deleted and created again) counts as gone.
+    Raises :class:`_Miss` at the first partition whose bytes are not in the page
+    cache (and not in ``ready``, see :func:`_read`).
     """
     remaining = max_bytes
     total = 0
@@ -245,7 +293,7 @@ def _collect(ctx: Context, plan: dict, resolved: dict, seen: dict, max_bytes: in
         partitions.append(p)
         code, hw, lso, start, batches, aborted = _read(
             ctx, p, fp.fetch_offset, min(fp.partition_max_bytes, remaining), total == 0,
-            fetch_compression(ctx.broker, topic), committed,
+            fetch_compression(ctx.broker, topic), committed, ready,
         )
         size = sum(len(b) for b in batches)
         total += size
@@ -304,19 +352,49 @@ async def _wait(partitions, ctx: Context, timeout_s: float) -> bool:
 
 
 @kafka_api(ApiKey.FETCH, versions=(4, 17))
-async def fetch(ctx: Context, request):
+def fetch(ctx: Context, request):
+    """The response body when it can be answered at once from the page cache (no await, no
+    coroutine: the consumer following the tail), else a coroutine of it (:func:`_fetch_later`:
+    a partition read off the event loop, or a long poll). Either way the same passes
+    over the partitions, in the same order, with the same byte budget."""
     max_wait_s = max(ms(request.max_wait), 0) / 1000
-    min_bytes = max(request.min_bytes, 1)
-    max_bytes = min(request.max_bytes, FETCH_MAX_BYTES)
     plan = _plan(ctx, request)
     committed = request.isolation_level == 1
     first = {key: _resolve(ctx, key) for key, _ in plan}
-    resolved = first
     seen: dict = {}
+    max_bytes = min(request.max_bytes, FETCH_MAX_BYTES)
+    try:
+        topics, total, failed, partitions = _collect(ctx, plan, first, seen, max_bytes, committed)
+    except _Miss as m:
+        return _fetch_later(ctx, request, plan, first, seen, max_wait_s, m)
+    if (total >= max(request.min_bytes, 1) or failed or max_wait_s <= 0 or not partitions
+            or (ctx.closing is not None and ctx.closing.is_set())):
+        return encode_fetch_response(ctx.version, 0, 0, 0, topics)
+    return _fetch_later(ctx, request, plan, first, seen, max_wait_s, None)
+
+
+async def _fetch_later(ctx: Context, request, plan: dict, first: dict, seen: dict, max_wait_s: float,
+                       missed: _Miss | None):
+    """The rest of a Fetch whose first pass missed the page cache (``missed``) or found less
+    than min_bytes: reads missed are done off the loop and the pass runs again; with less than
+    min_bytes the request waits (long poll) up to max_wait_ms from now, and passes again."""
+    min_bytes = max(request.min_bytes, 1)
+    max_bytes = min(request.max_bytes, FETCH_MAX_BYTES)
+    committed = request.isolation_level == 1
+    resolved = first
+    ready: dict = {}  # (partition, offset) -> (end, batches or error): reads done off the loop
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max_wait_s
     while True:
-        topics, total, failed, partitions = _collect(ctx, plan, resolved, seen, max_bytes, committed)
+        if missed is not None:
+            await _read_in(ctx, missed, ready)
+            resolved = {key: _recheck(ctx, key, r) for key, r in first.items()}
+        try:
+            topics, total, failed, partitions = _collect(ctx, plan, resolved, seen, max_bytes, committed, ready)
+        except _Miss as m:
+            missed = m
+            continue
+        missed = None
         now = loop.time()
         if total >= min_bytes or failed or now >= deadline or not partitions:
             break
@@ -324,5 +402,6 @@ async def fetch(ctx: Context, request):
             break
         if await _wait(partitions, ctx, deadline - now):
             return None  # the client went away: nothing to send
+        ready.clear()  # read before the wait: the next pass reads what is there now
         resolved = {key: _recheck(ctx, key, r) for key, r in first.items()}
     return encode_fetch_response(ctx.version, 0, 0, 0, topics)

@@ -19,8 +19,10 @@ target, in log order (the first batch whose largest timestamp reaches it,
 as Kafka's time index does); none: offset -1, timestamp -1. Stored batches
 are indexed by server append time, not producer time, so this scans the
 partition from its log start (see docs/gaps.md). The scan gives the event
-loop back after every read and every ``_PAUSE_EVERY`` records, so other
-clients are served meanwhile; after each pause the partition is looked up
+loop back after every read and every ``_PAUSE_EVERY`` records, and reads
+what is not in the page cache on a worker thread (a catch-up read, counted
+in ``headwater_catchup_reads_total{protocol="kafka"}``), so other clients
+are served meanwhile; after each pause the partition is looked up
 again (deleted meanwhile: UNKNOWN_TOPIC_OR_PARTITION).
 """
 
@@ -31,10 +33,12 @@ from contextlib import aclosing
 
 from ....codec.batch import iter_frames, read_header
 from ....codec.kafka.convert import kafka_fields_of
+from ....core import catchup
 from ....core import errors as core_errors
 from .. import errors
 from ....core.acls import Operation
 from .. import authz
+from ....metrics import KAFKA
 from ..registry import ApiKey, Context, kafka_api
 
 LATEST = -1
@@ -75,18 +79,26 @@ async def record_timestamps(p, start: int, end: int, still_there):
 
     Reads about ``_CHUNK`` bytes at a time and pauses for the event loop after
     each read and every ``_PAUSE_EVERY`` records (one stored batch may hold
-    many). ``still_there()`` is asked after each pause; False raises _Gone.
+    many). Bytes not in the page cache are read in on storage's worker thread
+    while the loop serves others (:func:`~headwater.core.catchup.soon`).
+    ``still_there()`` is asked after each pause and wait; False raises _Gone.
     Raises CorruptData when storage refuses a read.
     """
 
-    async def pause() -> None:
-        await asyncio.sleep(0)
+    def check() -> None:
         if not still_there():
             raise _Gone()
 
+    async def pause() -> None:
+        await asyncio.sleep(0)
+        check()
+
     offset = start
     while offset < end:
-        stored, count = p.read(offset, end - offset, _CHUNK)
+        read = catchup.soon(KAFKA, p.read, offset, end - offset, _CHUNK, check=check)
+        if type(read) is not tuple:  # bytes not in the page cache: read in on a worker meanwhile
+            read = await read
+        stored, count = read
         last = -1
         n = 0
         for o, ts in batch_timestamps(stored, offset, end):
