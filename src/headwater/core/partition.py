@@ -241,9 +241,17 @@ class Partition:
     def offset_for_timestamp(self, timestamp_us: int, *, nowait: bool = False) -> int:
         """First offset stored at or after ``timestamp_us``; the high watermark when none.
         ``nowait``: raise storage's NotCached (the index walk's bytes being read in on a worker
-        thread) instead of waiting for bytes that are not in the page cache."""
+        thread) instead of waiting for bytes that are not in the page cache.
+
+        Raises CorruptBatch (a CorruptData) when a damaged batch lies where the answer is
+        looked for (its timestamp cannot be believed, so it is not stepped over), CorruptData
+        when storage refuses a damaged segment otherwise."""
         try:
             off = self.log.offset_for_timestamp(timestamp_us, nowait=nowait)
+        except CorruptBatch as e:
+            where = (self.stream_id, self.topic_id, self.id)
+            raise errors.CorruptBatch(f"partition {where}: damaged batch at offset {e.offset}: {e}", where,
+                                      e.offset) from e
         except CorruptSegment as e:
             raise errors.CorruptData(str(e)) from e
         return self.log.next_offset if off is None else off

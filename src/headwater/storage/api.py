@@ -204,7 +204,8 @@ class PartitionLog(Protocol):
     def offset_for_timestamp(self, timestamp_us: int, *, nowait: bool = False) -> int | None:
         """First offset of the first batch whose base_timestamp >= timestamp_us, or None.
         ``nowait``: raise NotCached instead of waiting for index-walk bytes that are not in
-        the page cache (as :meth:`read` does)."""
+        the page cache (as :meth:`read` does). Raises CorruptBatch when a damaged batch lies
+        on the way (it is not stepped over)."""
 
     def segments(self) -> Sequence[SegmentInfo]:
         """The segments, oldest first; the last is the active one."""

@@ -380,14 +380,16 @@ class LocalPartitionLog:
         picked by their newest timestamp, batches by the sparse index). ``nowait``: raises
         NotCached, a worker reading the batch headers' chunk in (:mod:`.readahead`), rather
         than wait for bytes that are not in the page cache; look up again once its future
-        is done.
+        is done. A damaged batch on the way (re-verified when the policy's
+        ``validate_checksum``) raises CorruptBatch: it is never stepped over (its own
+        timestamp may be the one asked for).
         """
         self._check_open()
         for seg in self._segments:
             if seg.size == 0 or seg.max_timestamp_us < timestamp_us:
                 continue
             self._touch(seg)
-            found = seg.offset_for_timestamp(timestamp_us, nowait)
+            found = seg.offset_for_timestamp(timestamp_us, self.policy.validate_checksum, nowait)
             if found is not None:
                 return found
         return None

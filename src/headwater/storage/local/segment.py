@@ -587,26 +587,39 @@ class Segment:
             self.read_on(position, first_chunk)
         return taken, wanted
 
-    def offset_for_timestamp(self, timestamp_us: int, nowait: bool = False) -> int | None:
+    def offset_for_timestamp(self, timestamp_us: int, validate: bool = False, nowait: bool = False) -> int | None:
         """base_offset of the first batch with base_timestamp >= ``timestamp_us``, or None.
 
-        Raises CorruptSegment on a malformed header. With ``nowait``, raises NotCached instead
-        of reading header bytes that are not in the page cache (see :mod:`.readahead`).
+        Walks from the sparse index's last entry older than ``timestamp_us``. A batch walked
+        that is damaged (a header that does not fit, offsets that do not follow on, or with
+        ``validate`` a batch failing ``batch.verify``, whose base_timestamp is then not to be
+        believed) raises CorruptBatch naming its position and the offset it would begin at:
+        the answer may be that batch, so it is not stepped over. With ``nowait``, raises
+        NotCached instead of reading bytes that are not in the page cache (see
+        :mod:`.readahead`).
         """
         self.acquire()
         floor = self._index.before_timestamp(timestamp_us)
-        position = 0 if floor is None else floor[1]
+        position, expected = (0, self.start_offset) if floor is None else (floor[1], floor[0])
         end = self.size
         reader = ChunkReader(self._fd, end, _CHUNK_MIN, self if nowait else None)
         while position < end:
             head = reader.view(position, BATCH_HEADER_SIZE)
             if len(head) < BATCH_HEADER_SIZE:
-                raise self._corrupt(position, "header cut at the end of the data")
-            base_offset, base_ts, length, _ = unpack_header(head, 0)
-            if length < MIN_BATCH_SIZE:
-                raise self._corrupt(position, f"batch_length {length}")
+                raise self._corrupt_batch(position, expected, "header cut at the end of the data")
+            base_offset, base_ts, length, count = unpack_header(head, 0)
+            if length < MIN_BATCH_SIZE or position + length > end or count == 0:
+                raise self._corrupt_batch(position, expected, f"batch_length {length} / message_count {count} do not fit")
+            if base_offset < expected or (base_offset != expected and not self.sealed):
+                raise self._corrupt_batch(position, expected, f"base_offset {base_offset}, expected {expected}")
+            if validate:
+                try:
+                    codec_batch.verify(reader.view(position, length), check_offset_deltas=False)
+                except Exception as exc:  # any codec error: the bytes are not what was written
+                    raise self._corrupt_batch(position, expected, f"verify failed: {exc}") from exc
             if base_ts >= timestamp_us:
                 return base_offset
+            expected = base_offset + count
             position += length
         return None
 
