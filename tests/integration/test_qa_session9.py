@@ -8,7 +8,10 @@ must never answer with the messages after the damage as if the damaged batch wer
 
 from __future__ import annotations
 
+import socket
 import struct
+import threading
+import time
 
 import apache_iggy as ig
 import pytest
@@ -21,7 +24,8 @@ from kafka_wire import KafkaWire
 from test_kafka_transactions import admin_create
 from test_robustness_disk import index_positions
 from test_robustness_disk_prefix import frames_of, partition_log, stored_batches, value
-from test_robustness_wire import Raw, healthy, run, sdk_client
+from test_kafka_wire import FETCH, fetch_request
+from test_robustness_wire import Closed, Raw, healthy, poll_body, polled, run, sdk_client
 
 BATCHES = 40  # per partition, 3 messages each
 INVALID_MESSAGE_CHECKSUM = 4027
@@ -106,4 +110,193 @@ def test_an_iggy_poll_by_timestamp_never_steps_over_a_damaged_batch(ts_damaged, 
         kind, status, body = r.call(100, _poll_by_timestamp("kafka", "ts", partition, 0))
         assert (kind, status) == ("reply", 0)
         assert [o for o, _ in frames_of(wm.decode_poll_reply(body)[1])] == list(range(3 * k))
+    healthy(server)
+
+
+# --------------------------------------------------------------------------- SIGTERM under load
+
+class _Recorder:
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.acked: dict[int, list[bytes]] = {}
+        self.problems: list[str] = []
+
+    def ack(self, partition: int, payloads: list[bytes]) -> None:
+        with self.lock:
+            self.acked.setdefault(partition, []).extend(payloads)
+
+    def problem(self, what: str) -> None:
+        with self.lock:
+            self.problems.append(what)
+
+
+def _iggy_pipelining_producer(server, topic: str, partition: int, who: int, rec: _Recorder, stop: threading.Event):
+    """Sends windows of 8 pipelined SendMessages, then reads their replies; a reply counts as an
+    ack only when read whole with status 0. Ends when the server ends the connection."""
+    try:
+        r = Raw(server.iggy_address, timeout=30)
+        r.login()
+    except (OSError, Closed):
+        return
+    n = 0
+    try:
+        while not stop.is_set():
+            window = []
+            frames = []
+            for _ in range(8):
+                payloads = [b"iggy-%d-%d-%d" % (who, n, m) + b"." * 200 for m in range(5)]
+                n += 1
+                window.append(payloads)
+                frames.append(r.frame(*_send_request("kafka", topic, partition, payloads)))
+            try:
+                r.send(b"".join(frames))
+            except OSError:
+                return  # (replies of earlier windows were read: nothing in flight is counted)
+            for payloads in window:
+                try:
+                    kind, status, _ = r.read()
+                except Closed as e:
+                    if "closed after 0 of" not in str(e):
+                        rec.problem(f"iggy {who}: a reply cut: {e}")
+                    return
+                except OSError as e:
+                    rec.problem(f"iggy {who}: {e!r}")
+                    return
+                if kind == "reply" and status == 0:
+                    rec.ack(partition, payloads)
+    finally:
+        r.close()
+
+
+def _send_request(stream, topic, partition, payloads) -> tuple[int, bytes]:
+    from headwater.codec.iggy.commands import encode_request_body
+    from headwater.codec.iggy.primitives import Partitioning
+
+    batch = batch_codec.build_batch(batch_codec.Message(p) for p in payloads)
+    code, body = encode_request_body(
+        wm.SendMessages(stream, topic, Partitioning.by_partition(partition), len(payloads), memoryview(batch)))
+    return int(code), body
+
+
+def _slow_huge_frame(server, stop: threading.Event):
+    """An Iggy frame announcing 30 MB, its bytes sent a few at a time."""
+    try:
+        r = Raw(server.iggy_address, timeout=30)
+        r.login()
+        code, body = _send_request("kafka", "sigterm", 0, [b"h" * 1000])
+        frame = bytearray(r.frame(code, body))
+        struct.pack_into("<I", frame, 48, 30_000_000)
+        r.send(bytes(frame[:300]))
+        while not stop.is_set():
+            r.send(b"\0" * 16)
+            time.sleep(0.02)
+    except OSError:
+        pass
+
+
+def _iggy_non_reader(server, stop: threading.Event):
+    """Pipelines polls of the whole partition and never reads a reply."""
+    try:
+        r = Raw(server.iggy_address, timeout=30)
+        r.login()
+        r.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        poll = r.frame(100, poll_body("kafka", "sigterm", 1, 0, 100_000))
+        while not stop.is_set():
+            r.send(poll * 16)
+    except OSError:
+        pass
+
+
+def _kafka_non_reader(server, stop: threading.Event):
+    """Pipelines Fetch requests and never reads a response."""
+    try:
+        w = KafkaWire(server.kafka_address, timeout=30)
+        w.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        while not stop.is_set():
+            frame, _ = w.frame(FETCH, 4, fetch_request(4, "sigterm", 0))
+            w.send_raw(frame * 16)
+    except OSError:
+        pass
+
+
+def _kafka_producer(server, rec: _Recorder, stop: threading.Event):
+    """confluent-kafka, acks=all: a value counts as acked when its delivery report says so."""
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": server.kafka_address, "acks": "all", "linger.ms": 2,
+                  "message.timeout.ms": 5_000, "retries": 0, "enable.idempotence": False,
+                  "log_level": 0})
+
+    def delivered(err, msg):
+        if err is None:
+            rec.ack(100 + msg.partition(), [msg.value()])
+
+    n = 0
+    while not stop.is_set():
+        try:
+            p.produce("sigterm", b"kafka-%d" % n + b"." * 100, partition=2, on_delivery=delivered)
+            n += 1
+        except BufferError:
+            pass
+        p.poll(0.001)
+    p.flush(10)
+
+
+def test_sigterm_under_load_exits_and_loses_nothing_acknowledged(fresh_server):
+    """At SIGTERM: 4 Iggy clients pipelining sends, a confluent-kafka producer (acks=all), a
+    client sending a 30 MB frame a few bytes at a time, an Iggy and a Kafka client pipelining
+    reads they never read the answers to, an idle peer that never closes. The server exits 0
+    (the harness kills it after 15 s), no reply read is cut, and after a restart every message
+    acknowledged is stored, once, in order, unaltered."""
+    server = fresh_server
+    admin_create(server, "sigterm", partitions=3)
+    with Raw(server.iggy_address) as r:  # something for the readers to read
+        r.login()
+        for _ in range(50):
+            assert r.call(*_send_request("kafka", "sigterm", 1, [b"r" * 10_000] * 10))[:2] == ("reply", 0)
+    rec = _Recorder()
+    stop = threading.Event()
+    threads = [threading.Thread(target=_iggy_pipelining_producer, args=(server, "sigterm", p, who, rec, stop))
+               for who, p in enumerate((0, 0, 1, 1))]
+    threads += [threading.Thread(target=f, args=(server, stop)) for f in (_slow_huge_frame, _iggy_non_reader,
+                                                                         _kafka_non_reader)]
+    threads.append(threading.Thread(target=_kafka_producer, args=(server, rec, stop)))
+    idle = socket.create_connection(("127.0.0.1", server.tcp_port))
+    for t in threads:
+        t.daemon = True
+        t.start()
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # until every producer has something acknowledged
+            with rec.lock:
+                if all(rec.acked.get(p) for p in (0, 1, 102)):
+                    break
+            time.sleep(0.05)
+        rc = server.stop()
+        stop.set()
+        for t in threads:
+            t.join(60)
+        assert rc == 0, server.log()[-3000:]
+        assert not rec.problems, rec.problems
+        assert "Traceback" not in server.log(), server.log()[-4000:]
+    finally:
+        stop.set()
+        idle.close()
+    server.start()
+    with Raw(server.iggy_address) as r:
+        r.login()
+        for p in (0, 1, 2):
+            status, msgs = polled(r, "kafka", "sigterm", p)
+            assert status == 0
+            stored = [v for _, v in msgs]
+            acked = rec.acked.get(p if p < 2 else 100 + p, [])
+            if p == 1:
+                stored = [v for v in stored if not v.startswith(b"rrrr")]
+            got = set(stored)
+            missing = [v for v in acked if v not in got]
+            assert not missing, f"partition {p}: {len(missing)} of {len(acked)} acknowledged messages lost"
+            assert len(got) == len(stored), f"partition {p}: duplicates"
+            for who in range(4):  # each writer's own messages in the order it sent them
+                mine = [v for v in stored if v.startswith(b"iggy-%d-" % who)]
+                assert mine == sorted(mine, key=lambda v: tuple(int(x) for x in v.split(b".")[0].split(b"-")[2:]))
     healthy(server)
