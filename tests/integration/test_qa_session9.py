@@ -24,13 +24,16 @@ from kafka_wire import KafkaWire
 from test_kafka_transactions import admin_create
 from test_robustness_disk import index_positions
 from test_robustness_disk_prefix import frames_of, partition_log, stored_batches, value
-from test_kafka_wire import FETCH, fetch_request
+from kafka_wire import record_batch
+from test_kafka_wire import FETCH, fetch_request, produce
 from test_robustness_wire import Closed, Raw, healthy, poll_body, polled, run, sdk_client
 
 BATCHES = 40  # per partition, 3 messages each
 INVALID_MESSAGE_CHECKSUM = 4027
 CORRUPT_MESSAGE = 2
 LIST_OFFSETS = 2
+UNKNOWN_TOPIC_OR_PARTITION = 3
+TOPIC_NOT_FOUND = 2010  # Iggy TopicIdNotFound
 
 
 async def _fill(server, topic: str, partitions: int) -> tuple[int, int]:
@@ -299,4 +302,193 @@ def test_sigterm_under_load_exits_and_loses_nothing_acknowledged(fresh_server):
             for who in range(4):  # each writer's own messages in the order it sent them
                 mine = [v for v in stored if v.startswith(b"iggy-%d-" % who)]
                 assert mine == sorted(mine, key=lambda v: tuple(int(x) for x in v.split(b".")[0].split(b"-")[2:]))
+    healthy(server)
+
+
+# --------------------------------------------------------------------------- catalog lookups
+
+async def _poll_all(c, stream, topic, partition: int = 0) -> list[bytes]:
+    msgs = await c.poll_messages(stream, topic, consumer=ig.Consumer.Single(1), partition_id=partition,
+                                 polling_strategy=ig.PollingStrategy.First(), count=10_000, auto_commit=False)
+    return [m.payload() for m in msgs]
+
+
+async def _refused(coro) -> str:
+    try:
+        await coro
+    except RuntimeError as e:
+        return str(e)
+    raise AssertionError("accepted")
+
+
+def test_names_and_ids_follow_renames_deletes_and_re_creates_across_protocols(fresh_server):
+    """Every kind of lookup the cache may hold ((name|id, name|id)) is made, then the catalog
+    changes under it (through the SDK and through Kafka): a send or poll by the old name or id
+    never reaches the topic that went; the new topic of the same name gets only its own."""
+    from confluent_kafka.admin import AdminClient
+
+    server = fresh_server
+
+    async def iggy_side():
+        c = await sdk_client(server)
+        await c.create_stream("cat")
+        await c.create_topic("cat", "a", 1)
+        a_id = (await c.get_topic("cat", "a")).id
+        s_id = (await c.get_stream("cat")).id
+        kinds = (("cat", "a"), (s_id, "a"), ("cat", a_id), (s_id, a_id))
+        for stream, topic in kinds:  # all four kinds cached
+            await c.send_messages(stream, topic, 0, [ig.SendMessage(b"first")])
+            assert await _poll_all(c, stream, topic)
+        await c.update_topic("cat", "a", "b")  # rename a -> b: the old name is gone
+        for stream in ("cat", s_id):
+            await _refused(c.send_messages(stream, "a", 0, [ig.SendMessage(b"x")]))
+            await _refused(_poll_all(c, stream, "a"))
+        await c.create_topic("cat", "a", 1)  # a new a: the name reaches it only
+        new_a = (await c.get_topic("cat", "a")).id
+        assert new_a != a_id
+        await c.send_messages("cat", "a", 0, [ig.SendMessage(b"to-new-a")])
+        await c.send_messages(s_id, a_id, 0, [ig.SendMessage(b"to-b-by-id")])
+        assert await _poll_all(c, "cat", "b") == [b"first"] * 4 + [b"to-b-by-id"]
+        assert await _poll_all(c, "cat", "a") == [b"to-new-a"]
+        await c.delete_topic(s_id, a_id)  # b, by id
+        for stream in ("cat", s_id):
+            await _refused(c.send_messages(stream, a_id, 0, [ig.SendMessage(b"x")]))
+            await _refused(c.send_messages(stream, "b", 0, [ig.SendMessage(b"x")]))
+        await c.delete_stream("cat")
+        for stream, topic in kinds + (("cat", new_a), (s_id, new_a)):
+            await _refused(c.send_messages(stream, topic, 0, [ig.SendMessage(b"x")]))
+            await _refused(_poll_all(c, stream, topic))
+        await c.create_stream("cat")
+        await c.create_topic("cat", "a", 1)
+        assert await _poll_all(c, "cat", "a") == []  # nothing of the old stream's topics
+        await c.send_messages("cat", "a", 0, [ig.SendMessage(b"again")])
+        assert await _poll_all(c, "cat", "a") == [b"again"]
+
+    run(iggy_side())
+
+    # Kafka names: looked up by a Kafka produce, then the topic renamed through the SDK, then a
+    # topic of the old name created through Kafka
+    admin_create(server, "k1")
+    w = KafkaWire(server.kafka_address)
+    try:
+        assert produce(w, "k1", record_batch([b"kafka-1"])).error_code == 0
+
+        async def rename_k1():
+            c = await sdk_client(server)
+            await c.update_topic("kafka", "k1", "k1-renamed")
+            return await _poll_all(c, "kafka", "k1-renamed")
+
+        assert run(rename_k1()) == [b"kafka-1"]
+        assert produce(w, "k1", record_batch([b"kafka-2"])).error_code == UNKNOWN_TOPIC_OR_PARTITION
+        admin_create(server, "k1")
+        assert produce(w, "k1", record_batch([b"kafka-3"])).error_code == 0
+
+        async def read_both():
+            c = await sdk_client(server)
+            return await _poll_all(c, "kafka", "k1-renamed"), await _poll_all(c, "kafka", "k1")
+
+        assert run(read_both()) == ([b"kafka-1"], [b"kafka-3"])
+        # deleted through Kafka, while the SDK had it cached by name
+        a = AdminClient({"bootstrap.servers": server.kafka_address})
+        for f in a.delete_topics(["k1-renamed"]).values():
+            f.result(15)
+
+        async def gone():
+            c = await sdk_client(server)
+            await _refused(c.send_messages("kafka", "k1-renamed", 0, [ig.SendMessage(b"x")]))
+            await _refused(_poll_all(c, "kafka", "k1-renamed"))
+
+        run(gone())
+    finally:
+        w.close()
+    healthy(server)
+
+
+def _admin(r: Raw, request) -> int:
+    from headwater.codec.iggy.commands import encode_request_body
+
+    code, body = encode_request_body(request)
+    kind, status, _ = r.call(int(code), body)
+    assert kind == "reply"
+    return status
+
+
+def test_producers_by_name_during_renames_and_deletes_land_in_order(fresh_server):
+    """While one client keeps renaming ``live`` away (to ``gone-j``), creating a new ``live``, and
+    deleting older ``gone`` topics, two Iggy clients and a Kafka client produce to ``live`` by
+    name, one request at a time. Each producer's acknowledged messages must land in incarnations
+    in the order it sent them (a stale lookup would put a later message into an older topic), a
+    refused send must be TopicNotFound / UNKNOWN_TOPIC_OR_PARTITION, and nothing lands twice."""
+    from headwater.codec.iggy.commands import topics as wt
+
+    server = fresh_server
+    admin_create(server, "live")
+    stop = threading.Event()
+    acked: dict[str, list[bytes]] = {"i0": [], "i1": [], "k": []}
+    problems: list[str] = []
+    deleted: set[str] = set()
+
+    def iggy_producer(name: str):
+        with Raw(server.iggy_address, timeout=30) as r:
+            r.login()
+            n = 0
+            while not stop.is_set():
+                payload = b"%s-%d" % (name.encode(), n)
+                n += 1
+                kind, status, _ = r.call(*_send_request("kafka", "live", 0, [payload]))
+                if status == 0:
+                    acked[name].append(payload)
+                elif status != TOPIC_NOT_FOUND:
+                    problems.append(f"{name}: status {status}")
+
+    def kafka_producer():
+        w = KafkaWire(server.kafka_address, timeout=30)
+        try:
+            n = 0
+            while not stop.is_set():
+                payload = b"k-%d" % n
+                n += 1
+                code = produce(w, "live", record_batch([payload])).error_code
+                if code == 0:
+                    acked["k"].append(payload)
+                elif code != UNKNOWN_TOPIC_OR_PARTITION:
+                    problems.append(f"kafka: error {code}")
+        finally:
+            w.close()
+
+    threads = [threading.Thread(target=iggy_producer, args=(n,)) for n in ("i0", "i1")]
+    threads.append(threading.Thread(target=kafka_producer))
+    for t in threads:
+        t.start()
+    try:
+        with Raw(server.iggy_address, timeout=30) as r:
+            r.login()
+            for j in range(40):
+                time.sleep(0.01)
+                assert _admin(r, wt.UpdateTopic("kafka", "live", f"gone-{j:03d}")) == 0
+                assert _admin(r, wt.CreateTopic("kafka", 1, "live")) == 0
+                if j % 3 == 2:
+                    assert _admin(r, wt.DeleteTopic("kafka", f"gone-{j - 1:03d}")) == 0
+                    deleted.add(f"gone-{j - 1:03d}")
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(60)
+    assert not problems, problems[:10]
+    with Raw(server.iggy_address) as r:
+        r.login()
+        names = [f"gone-{j:03d}" for j in range(40)] + ["live"]
+        where: dict[bytes, int] = {}
+        for i, name in enumerate(names):
+            if name in deleted:
+                continue
+            status, msgs = polled(r, "kafka", name, 0)
+            assert status == 0, (name, status)
+            for _, v in msgs:
+                assert v not in where, f"{v!r} stored twice"
+                where[v] = i
+    for who, payloads in acked.items():
+        incarnations = [where[v] for v in payloads if v in where]
+        assert incarnations == sorted(incarnations), (who, incarnations)
+        assert sum(1 for v in payloads if v in where) > 0
     healthy(server)
