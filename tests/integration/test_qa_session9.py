@@ -116,6 +116,147 @@ def test_an_iggy_poll_by_timestamp_never_steps_over_a_damaged_batch(ts_damaged, 
     healthy(server)
 
 
+def _first_record_ms(batch: bytes) -> int:
+    h = batch_codec.read_header(batch)
+    f = next(iter(batch_codec.iter_frames(batch)))
+    return (h.origin_timestamp + f.timestamp_delta) // 1000
+
+
+@pytest.mark.parametrize("partition", [0, 1], ids=["timestamp damaged", "length damaged"])
+def test_kafka_list_offsets_by_timestamp_never_steps_over_a_damaged_batch(ts_damaged, partition):
+    """ListOffsets for the damaged batch's first record time: CORRUPT_MESSAGE, or an offset at or
+    before the damaged batch; the max timestamp (-3) of a partition whose scan reaches the damage
+    is CORRUPT_MESSAGE too (not the prefix's newest record, as if the rest did not exist). The
+    other partition of the same request is answered."""
+    from test_robustness_kafka_fetch import list_offsets
+
+    server, k, stored = ts_damaged
+    target = _first_record_ms(stored[partition][k][1])
+    w = KafkaWire(server.kafka_address)
+    try:
+        (error, offset, _), = list_offsets(w, "ts", [(partition, target)])
+        assert error == CORRUPT_MESSAGE or (error == 0 and 0 <= offset <= 3 * k), (error, offset)
+        answers = list_offsets(w, "ts", [(partition, -3), (1 - partition, 0)], version=7)
+        assert answers[0][0] == CORRUPT_MESSAGE, answers
+        assert answers[1][:2] == (0, 0), answers
+    finally:
+        w.close()
+
+
+SEG_BATCHES = 125
+BIG = 10_000  # payload bytes: 3 messages a batch, about 30 KB a batch, 1 MiB segments
+
+
+def big_value(p: int, b: int, m: int) -> bytes:
+    return (b"seg-p%d-b%d-m%d-" % (p, b, m)).ljust(BIG, b"s")
+
+
+@pytest.fixture(scope="module")
+def segments_damaged(tmp_path_factory):
+    """Stream ``segs``, topic ``t`` (1 MiB segments, 2 partitions, 125 batches of 3 messages each,
+    so 3+ segments). Partition 0: damaged batches in the middle of sealed segment 0 (payload), the
+    first batch of segment 1 (its header's base_timestamp), and two adjacent batches in the middle
+    of the last segment. Partition 1 untouched. Yields (server, {batch index: damaged}, batches as
+    stored [(segment, batch bytes)])."""
+    from hw_server import ServerProcess, free_port
+
+    server = ServerProcess(tmp_path_factory.mktemp("qa-segs") / "data", free_port(), free_port()).start()
+    try:
+        async def fill():
+            c = await sdk_client(server)
+            await c.create_stream("segs")
+            await c.create_topic("segs", "t", 2, segment_size=1 << 20)
+            for p in (0, 1):
+                for b in range(SEG_BATCHES):
+                    await c.send_messages("segs", "t", p, [ig.SendMessage(big_value(p, b, m)) for m in range(3)])
+            return (await c.get_stream("segs")).id, (await c.get_topic("segs", "t")).id
+
+        stream, topic = run(fill(), 120)
+        assert server.stop() == 0
+        import glob as _glob
+        import os as _os
+        d = _os.path.join(server.data_dir, "streams", str(stream), "topics", str(topic), "partitions", "0")
+        logs = sorted(_glob.glob(_os.path.join(d, "*.log")))
+        assert len(logs) >= 3, logs
+        layout = []  # (log, position, batch) of every batch, in offset order
+        for log in logs:
+            layout += [(log, pos, b) for pos, b in stored_batches(log)]
+        assert len(layout) == SEG_BATCHES
+        firsts = [i for i, (log, _, _) in enumerate(layout) if i == 0 or layout[i - 1][0] != log]
+        damaged = {firsts[0] + 10: "payload", firsts[1]: "header", firsts[-1] + 5: "payload",
+                   firsts[-1] + 6: "payload"}
+        for i, how in damaged.items():
+            log, pos, b = layout[i]
+            # not walked at boot: an index entry after it in its segment
+            assert max(index_positions(log)) > pos + len(b), (i, how)
+            with open(log, "r+b") as f:
+                f.seek(pos + (16 + 3 if how == "header" else 256 + 48 + 100))
+                byte = f.read(1)[0]
+                f.seek(pos + (16 + 3 if how == "header" else 256 + 48 + 100))
+                f.write(bytes([byte ^ 0x5A]))
+        server.start()
+        yield server, damaged, [b for _, _, b in layout]
+    finally:
+        if server.proc is not None:
+            assert server.stop() == 0, server.log()
+
+
+def test_every_start_offset_over_several_damaged_batches_and_segments(segments_damaged):
+    """A raw poll (count 40) from every offset of a partition with damaged batches in a sealed
+    segment, at a segment's start and two adjacent ones in the active segment: from a damaged
+    batch, 4027; from anywhere else exactly the messages from there up to the count or to the next
+    damaged batch (never past it, never altered, never empty before it)."""
+    server, damaged, batches = segments_damaged
+    offsets = [(3 * b + m, big_value(0, b, m)) for b in range(SEG_BATCHES) for m in range(3)]
+    bad = {3 * b + m for b in damaged for m in range(3)}
+    with Raw(server.iggy_address) as r:
+        r.login()
+        for start in range(3 * SEG_BATCHES):
+            kind, status, body = r.call(100, poll_body("segs", "t", 0, start, 40))
+            assert kind == "reply", start
+            if start in bad:
+                assert status == INVALID_MESSAGE_CHECKSUM, (start, status)
+                continue
+            assert status == 0, (start, status)
+            want = []
+            for o, v in offsets[start:start + 40]:
+                if o in bad:
+                    break
+                want.append((o, v))
+            assert frames_of(wm.decode_poll_reply(body)[1]) == want, start
+    healthy(server)
+
+
+def test_an_iggy_consumer_following_with_auto_commit_stops_at_each_damage(segments_damaged):
+    """Polls NEXT with auto-commit (a consumer, then a consumer group member): each gets the
+    messages before the first damaged batch, then 4027 on every poll, its stored offset never
+    past the damage (a restart of the poller resumes there, not after it)."""
+    server, damaged, _ = segments_damaged
+    first_bad = 3 * min(damaged)
+
+    async def follow(consumer, polls: int):
+        c = await sdk_client(server)
+        got, errors = [], []
+        for _ in range(polls):
+            try:
+                msgs = await c.poll_messages("segs", "t", consumer=consumer, partition_id=0,
+                                             polling_strategy=ig.PollingStrategy.Next(), count=7, auto_commit=True)
+            except RuntimeError as e:
+                errors.append(str(e))
+                continue
+            assert msgs or not got or got[-1] < first_bad - 1, "an empty answer before the damage"
+            got += [m.offset() for m in msgs]
+        return got, errors
+
+    for attempt in range(2):  # the second run resumes from the stored offset
+        got, errors = run(follow(ig.Consumer.Single(77), 60 if attempt == 0 else 5))
+        if attempt == 0:
+            assert got == list(range(first_bad)), got[-5:]
+        else:
+            assert got == [], got
+        assert errors and all("4027" in e or "checksum" in e.lower() for e in errors), errors[:2]
+
+
 # --------------------------------------------------------------------------- SIGTERM under load
 
 class _Recorder:
