@@ -323,6 +323,40 @@ def _send_request(stream, topic, partition, payloads) -> tuple[int, bytes]:
     return int(code), body
 
 
+def _iggy_pipelining_reader(server, who: int, rec: _Recorder, stop: threading.Event):
+    """Pipelines 4 polls of the whole of partition 1 (about 5 MB each) and reads the replies:
+    every reply begun must arrive whole and hold what the partition held."""
+    try:
+        r = Raw(server.iggy_address, timeout=30)
+        r.login()
+    except (OSError, Closed):
+        return
+    poll = r.frame(100, poll_body("kafka", "sigterm", 1, 0, 500))
+    try:
+        while not stop.is_set():
+            try:
+                r.send(poll * 4)
+            except OSError:
+                return
+            for _ in range(4):
+                try:
+                    kind, status, body = r.read()
+                except Closed as e:
+                    if "closed after 0 of" not in str(e):
+                        rec.problem(f"reader {who}: a reply cut: {e}")
+                    return
+                except OSError as e:
+                    rec.problem(f"reader {who}: {e!r}")
+                    return
+                if kind == "reply" and status == 0:
+                    first = frames_of(wm.decode_poll_reply(body)[1])[:500]
+                    if [v for _, v in first] != [b"r" * 10_000] * 500:
+                        rec.problem(f"reader {who}: a poll reply altered")
+                        return
+    finally:
+        r.close()
+
+
 def _slow_huge_frame(server, stop: threading.Event):
     """An Iggy frame announcing 30 MB, its bytes sent a few at a time."""
     try:
@@ -388,7 +422,7 @@ def _kafka_producer(server, rec: _Recorder, stop: threading.Event):
 
 
 def test_sigterm_under_load_exits_and_loses_nothing_acknowledged(fresh_server):
-    """At SIGTERM: 4 Iggy clients pipelining sends, a confluent-kafka producer (acks=all), a
+    """At SIGTERM: 4 Iggy clients pipelining sends, 2 pipelining 5 MB polls, a confluent-kafka producer (acks=all), a
     client sending a 30 MB frame a few bytes at a time, an Iggy and a Kafka client pipelining
     reads they never read the answers to, an idle peer that never closes. The server exits 0
     (the harness kills it after 15 s), no reply read is cut, and after a restart every message
@@ -403,6 +437,7 @@ def test_sigterm_under_load_exits_and_loses_nothing_acknowledged(fresh_server):
     stop = threading.Event()
     threads = [threading.Thread(target=_iggy_pipelining_producer, args=(server, "sigterm", p, who, rec, stop))
                for who, p in enumerate((0, 0, 1, 1))]
+    threads += [threading.Thread(target=_iggy_pipelining_reader, args=(server, who, rec, stop)) for who in range(2)]
     threads += [threading.Thread(target=f, args=(server, stop)) for f in (_slow_huge_frame, _iggy_non_reader,
                                                                          _kafka_non_reader)]
     threads.append(threading.Thread(target=_kafka_producer, args=(server, rec, stop)))
@@ -639,7 +674,7 @@ def test_producers_by_name_during_renames_and_deletes_land_in_order(fresh_server
 def test_sigterm_with_many_peers_that_do_not_read_exits_cleanly(fresh_server):
     """60 Iggy connections and 40 Kafka connections that pipelined reads and never read the
     answers (their receive buffers full, the server's writes stalled), a WebSocket client that
-    logged in and stopped reading, plus a second SIGTERM during the shutdown: the server still
+    connected, plus a second SIGTERM during the shutdown: the server still
     exits 0 (the harness kills it after 15 s) with no traceback, and restarts with its data."""
     from websockets.sync.client import connect as ws_connect
 
@@ -681,3 +716,4 @@ def test_sigterm_with_many_peers_that_do_not_read_exits_cleanly(fresh_server):
         r.login()
         status, msgs = polled(r, "kafka", "nr", 0)
         assert status == 0 and len(msgs) == 80
+    healthy(server)
