@@ -8,6 +8,7 @@ must never answer with the messages after the damage as if the damaged batch wer
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
 import struct
@@ -202,17 +203,34 @@ def segments_damaged(tmp_path_factory):
             assert server.stop() == 0, server.log()
 
 
-def test_every_start_offset_over_several_damaged_batches_and_segments(segments_damaged):
+def _evict(server) -> None:
+    """Drop partition 0's segment files from the page cache (the pages are clean after a restart)."""
+    import glob as _glob
+
+    for path in _glob.glob(str(server.data_dir / "streams" / "*" / "topics" / "*" / "partitions" / "0" / "*.log")):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+@pytest.mark.parametrize("cache", ["cached", "evicted"])
+def test_every_start_offset_over_several_damaged_batches_and_segments(segments_damaged, cache):
     """A raw poll (count 40) from every offset of a partition with damaged batches in a sealed
     segment, at a segment's start and two adjacent ones in the active segment: from a damaged
     batch, 4027; from anywhere else exactly the messages from there up to the count or to the next
-    damaged batch (never past it, never altered, never empty before it)."""
+    damaged batch (never past it, never altered, never empty before it). ``evicted``: the files'
+    pages are dropped from the page cache before each poll, so it is served by the catch-up path
+    (chunks read by the worker threads, joined across chunk edges)."""
     server, damaged, batches = segments_damaged
     offsets = [(3 * b + m, big_value(0, b, m)) for b in range(SEG_BATCHES) for m in range(3)]
     bad = {3 * b + m for b in damaged for m in range(3)}
     with Raw(server.iggy_address) as r:
         r.login()
         for start in range(3 * SEG_BATCHES):
+            if cache == "evicted":
+                _evict(server)
             kind, status, body = r.call(100, poll_body("segs", "t", 0, start, 40))
             assert kind == "reply", start
             if start in bad:
