@@ -735,3 +735,41 @@ def test_sigterm_with_many_peers_that_do_not_read_exits_cleanly(fresh_server):
         status, msgs = polled(r, "kafka", "nr", 0)
         assert status == 0 and len(msgs) == 80
     healthy(server)
+
+
+def test_kafka_group_offsets_follow_the_topic_not_its_old_name(fresh_server):
+    """A group's committed offset on ``gc``: after the topic is renamed (through the SDK) it is the
+    renamed topic's; a new ``gc`` starts with none; after a Kafka delete and re-create, none."""
+    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    server = fresh_server
+    admin_create(server, "gc")
+
+    def committed(*names):
+        c = Consumer({"bootstrap.servers": server.kafka_address, "group.id": "g1", "enable.auto.commit": False,
+                      "log_level": 0})
+        try:
+            return [tp.offset for tp in c.committed([TopicPartition(n, 0) for n in names], timeout=15)]
+        finally:
+            c.close()
+
+    c = Consumer({"bootstrap.servers": server.kafka_address, "group.id": "g1", "enable.auto.commit": False,
+                  "log_level": 0})
+    try:
+        c.commit(offsets=[TopicPartition("gc", 0, 5)], asynchronous=False)
+    finally:
+        c.close()
+
+    async def rename():
+        cl = await sdk_client(server)
+        await cl.update_topic("kafka", "gc", "gc2")
+
+    run(rename())
+    admin_create(server, "gc")
+    assert committed("gc", "gc2") == [-1001, 5]  # (-1001: librdkafka's "no offset")
+    a = AdminClient({"bootstrap.servers": server.kafka_address})
+    for f in a.delete_topics(["gc2"]).values():
+        f.result(15)
+    admin_create(server, "gc2")
+    assert committed("gc2") == [-1001]
