@@ -439,14 +439,24 @@ def _kafka_producer(server, rec: _Recorder, stop: threading.Event):
     p.flush(10)
 
 
-def test_sigterm_under_load_exits_and_loses_nothing_acknowledged(fresh_server):
+@pytest.mark.parametrize("fsync", [False, True], ids=["default", "enforce_fsync"])
+def test_sigterm_under_load_exits_and_loses_nothing_acknowledged(fresh_server, fsync):
     """At SIGTERM: 4 Iggy clients pipelining sends, 2 pipelining 5 MB polls, a confluent-kafka producer (acks=all), a
     client sending a 30 MB frame a few bytes at a time, an Iggy and a Kafka client pipelining
     reads they never read the answers to, an idle peer that never closes. The server exits 0
     (the harness kills it after 15 s), no reply read is cut, and after a restart every message
     acknowledged is stored, once, in order, unaltered."""
     server = fresh_server
-    admin_create(server, "sigterm", partitions=3)
+    if fsync:  # every answer waits for the group commit's fdatasync
+        admin_create(server, "first")  # (the kafka stream exists from the first Kafka topic on)
+
+        async def create():
+            c = await sdk_client(server)
+            await c.create_topic("kafka", "sigterm", 3, options={"enforce_fsync": "true"})
+
+        run(create())
+    else:
+        admin_create(server, "sigterm", partitions=3)
     with Raw(server.iggy_address) as r:  # something for the readers to read
         r.login()
         for _ in range(50):
