@@ -276,6 +276,47 @@ def test_an_iggy_consumer_following_with_auto_commit_stops_at_each_damage(segmen
         assert errors and all("4027" in e or "checksum" in e.lower() for e in errors), errors[:2]
 
 
+def test_a_kafka_group_member_commits_up_to_the_damage_and_resumes_there(ts_damaged):
+    """confluent-kafka, subscribed in a group, committing each message: it gets the messages before
+    the damaged batch of ``ts`` partition 0 then CORRUPT_MESSAGE; the group's committed offset is
+    the damaged batch's first offset; a new member of the group resumes there and gets the error
+    again, never the messages after the damage; partition 1 (damaged too) the same."""
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+    server, k, _ = ts_damaged
+
+    def member():
+        return Consumer({"bootstrap.servers": server.kafka_address, "group.id": "qa-damage",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest", "log_level": 0,
+                         "session.timeout.ms": 6000})
+
+    for round_ in range(2):
+        c = member()
+        try:
+            c.subscribe(["ts"])
+            got: dict[int, list[int]] = {0: [], 1: []}
+            errors: dict[int, int] = {}
+            for _ in range(300):  # polls, not a clock: ends when both partitions reported their error
+                msg = c.poll(2.0)
+                if msg is None:
+                    continue
+                if msg.error() is not None:
+                    if msg.error().code() != KafkaError._PARTITION_EOF:
+                        errors[msg.partition()] = msg.error().code()
+                else:
+                    got[msg.partition()].append(msg.offset())
+                    c.commit(message=msg, asynchronous=False)
+                if len(errors) == 2:
+                    break
+            assert errors == {0: CORRUPT_MESSAGE, 1: CORRUPT_MESSAGE}, (errors, {p: v[-3:] for p, v in got.items()})
+            for p in (0, 1):
+                assert got[p] == (list(range(3 * k)) if round_ == 0 else []), (round_, p, got[p][-5:])
+            committed = c.committed([TopicPartition("ts", 0), TopicPartition("ts", 1)], timeout=15)
+            assert [tp.offset for tp in committed] == [3 * k, 3 * k]
+        finally:
+            c.close()
+
+
 # --------------------------------------------------------------------------- SIGTERM under load
 
 class _Recorder:
