@@ -1,9 +1,19 @@
-"""QA, session 9: trying to break what landed this session, on real server processes.
+"""QA, session 9: trying to break what landed this session, on real server processes with real
+clients (raw Iggy frames, apache-iggy, confluent-kafka, raw Kafka requests, WebSocket) and files.
 
-Damaged batches mid-segment and lookups by timestamp: a batch damaged at rest must never be
-stepped over silently. A poll by timestamp that would begin in (or before) a damaged batch has
-to fail closed (Iggy 4027) or begin at or before the damaged batch (whose read then fails); it
-must never answer with the messages after the damage as if the damaged batch were not there.
+- Damaged batches mid-segment: a batch damaged at rest is never stepped over silently. A poll
+  by timestamp (whose walk believed the damaged batch's own header before this session's fix)
+  and a Kafka ListOffsets by timestamp fail closed or begin at or before the damage; polls from
+  every offset of a partition with damaged batches in a sealed segment, at a segment start and
+  adjacent in the active segment, cached and evicted; consumers (Iggy auto-commit, a Kafka group
+  member) stop at the damage and resume there. A flipped byte in the last batch after a clean
+  shutdown is cut at boot (a known gap: xfail).
+- SIGTERM under load: pipelining producers and readers, a huge frame sent slowly, peers that
+  never read or never close, WebSocket: the server exits 0, no reply is cut, nothing
+  acknowledged is lost after a restart.
+- Catalog lookups (``Catalog.topic``'s cache): renames, deletes and re-creates by name and id,
+  through both protocols, also while producers send by name; Kafka group offsets follow the
+  topic, not its old name.
 """
 
 from __future__ import annotations
@@ -19,6 +29,7 @@ import apache_iggy as ig
 import pytest
 
 from headwater.codec import batch as batch_codec
+from headwater.codec.iggy import framing
 from headwater.codec.iggy.codes import ConsumerKind, PollingKind
 from headwater.codec.iggy.commands import messages as wm
 from headwater.codec.iggy.commands.messages import Consumer, PollingStrategy
@@ -334,6 +345,19 @@ class _Recorder:
             self.problems.append(what)
 
 
+def _whole_reply(r: Raw, who: str, rec: _Recorder) -> tuple | None:
+    """The next reply, or None once the server ended the connection: at a frame's edge is
+    fine; inside a frame (a reply cut) or a reset is recorded as a problem."""
+    try:
+        return r.read()
+    except Closed as e:
+        if str(e) != f"closed after 0 of {framing.HEADER_SIZE} bytes":  # (not at a header's start)
+            rec.problem(f"{who}: a reply cut: {e}")
+    except OSError as e:
+        rec.problem(f"{who}: {e!r}")
+    return None
+
+
 def _iggy_pipelining_producer(server, topic: str, partition: int, who: int, rec: _Recorder, stop: threading.Event):
     """Sends windows of 8 pipelined SendMessages, then reads their replies; a reply counts as an
     ack only when read whole with status 0. Ends when the server ends the connection."""
@@ -357,16 +381,10 @@ def _iggy_pipelining_producer(server, topic: str, partition: int, who: int, rec:
             except OSError:
                 return  # (replies of earlier windows were read: nothing in flight is counted)
             for payloads in window:
-                try:
-                    kind, status, _ = r.read()
-                except Closed as e:
-                    if "closed after 0 of" not in str(e):
-                        rec.problem(f"iggy {who}: a reply cut: {e}")
+                reply = _whole_reply(r, f"iggy {who}", rec)
+                if reply is None:
                     return
-                except OSError as e:
-                    rec.problem(f"iggy {who}: {e!r}")
-                    return
-                if kind == "reply" and status == 0:
+                if reply[:2] == ("reply", 0):
                     rec.ack(partition, payloads)
     finally:
         r.close()
@@ -398,17 +416,11 @@ def _iggy_pipelining_reader(server, who: int, rec: _Recorder, stop: threading.Ev
             except OSError:
                 return
             for _ in range(4):
-                try:
-                    kind, status, body = r.read()
-                except Closed as e:
-                    if "closed after 0 of" not in str(e):
-                        rec.problem(f"reader {who}: a reply cut: {e}")
+                reply = _whole_reply(r, f"reader {who}", rec)
+                if reply is None:
                     return
-                except OSError as e:
-                    rec.problem(f"reader {who}: {e!r}")
-                    return
-                if kind == "reply" and status == 0:
-                    first = frames_of(wm.decode_poll_reply(body)[1])[:500]
+                if reply[:2] == ("reply", 0):
+                    first = frames_of(wm.decode_poll_reply(reply[2])[1])[:500]
                     if [v for _, v in first] != [b"r" * 10_000] * 500:
                         rec.problem(f"reader {who}: a poll reply altered")
                         return
