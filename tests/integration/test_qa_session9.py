@@ -169,7 +169,7 @@ def segments_damaged(tmp_path_factory):
     """Stream ``segs``, topic ``t`` (1 MiB segments, 2 partitions, 125 batches of 3 messages each,
     so 3+ segments). Partition 0: damaged batches in the middle of sealed segment 0 (payload), the
     first batch of segment 1 (its header's base_timestamp), and two adjacent batches in the middle
-    of the last segment. Partition 1 untouched. Yields (server, {batch index: damaged}, batches as
+    of the last segment. Partition 1: its first batch (offset 0). Yields (server, {batch index: damaged}, batches as
     stored [(segment, batch bytes)])."""
     from hw_server import ServerProcess, free_port
 
@@ -186,10 +186,10 @@ def segments_damaged(tmp_path_factory):
 
         stream, topic = run(fill(), 120)
         assert server.stop() == 0
-        import glob as _glob
-        import os as _os
-        d = _os.path.join(server.data_dir, "streams", str(stream), "topics", str(topic), "partitions", "0")
-        logs = sorted(_glob.glob(_os.path.join(d, "*.log")))
+        import glob
+
+        d = os.path.join(server.data_dir, "streams", str(stream), "topics", str(topic), "partitions", "0")
+        logs = sorted(glob.glob(os.path.join(d, "*.log")))
         assert len(logs) >= 3, logs
         layout = []  # (log, position, batch) of every batch, in offset order
         for log in logs:
@@ -207,6 +207,13 @@ def segments_damaged(tmp_path_factory):
                 byte = f.read(1)[0]
                 f.seek(pos + (16 + 3 if how == "header" else 256 + 48 + 100))
                 f.write(bytes([byte ^ 0x5A]))
+        # partition 1: its very first batch (offsets 0..2), a payload byte
+        first = sorted(glob.glob(os.path.join(d[:-1] + "1", "*.log")))[0]
+        with open(first, "r+b") as f:
+            f.seek(256 + 48 + 100)
+            byte = f.read(1)[0]
+            f.seek(256 + 48 + 100)
+            f.write(bytes([byte ^ 0x5A]))
         server.start()
         yield server, damaged, [b for _, _, b in layout]
     finally:
@@ -326,6 +333,23 @@ def test_a_kafka_group_member_commits_up_to_the_damage_and_resumes_there(ts_dama
             assert [tp.offset for tp in committed] == [3 * k, 3 * k]
         finally:
             c.close()
+
+
+def test_a_damaged_first_batch_fails_every_read_that_begins_in_it(segments_damaged):
+    """Partition 1's first batch damaged: First, Offset 0..2 and Timestamp 0 polls get 4027 (never an
+    empty success: the partition holds data); Offset 3 on is served whole."""
+    server, _, _ = segments_damaged
+    with Raw(server.iggy_address) as r:
+        r.login()
+        first = wm.encode_poll_messages(wm.PollMessages(
+            Consumer(ConsumerKind.CONSUMER, 1), "segs", "t", 1, PollingStrategy(PollingKind.FIRST, 0), 10, False))
+        for body in (first, _poll_by_timestamp("segs", "t", 1, 0, 10),
+                     *(poll_body("segs", "t", 1, o, 10) for o in range(3))):
+            assert r.call(100, body)[:2] == ("reply", INVALID_MESSAGE_CHECKSUM)
+        kind, status, body = r.call(100, poll_body("segs", "t", 1, 3, 10))
+        assert (kind, status) == ("reply", 0)
+        assert frames_of(wm.decode_poll_reply(body)[1]) == [(3 * b + m, big_value(1, b, m))
+                                                            for b in range(1, 5) for m in range(3)][:10]
 
 
 # --------------------------------------------------------------------------- SIGTERM under load
