@@ -102,12 +102,16 @@ def ts_damaged(tmp_path_factory):
             assert server.stop() == 0, server.log()
 
 
+@pytest.mark.parametrize("cache", ["cached", "evicted"])
 @pytest.mark.parametrize("partition", [0, 1], ids=["timestamp damaged", "length damaged"])
-def test_an_iggy_poll_by_timestamp_never_steps_over_a_damaged_batch(ts_damaged, partition):
+def test_an_iggy_poll_by_timestamp_never_steps_over_a_damaged_batch(ts_damaged, partition, cache):
     """The timestamps asked for are the damaged batch's own (as written) and one µs past the
     batch before it: the first message at or after either is in the damaged batch, so the answer
-    is 4027 (or messages from offset 3k on, whose read then fails): never offsets past it."""
+    is 4027 (or messages from offset 3k on, whose read then fails): never offsets past it.
+    ``evicted``: the pages dropped first, so the walk's bytes are read in by the workers."""
     server, k, stored = ts_damaged
+    if cache == "evicted":
+        _evict(server, partition)
     true_ts = _base_timestamp(stored[partition][k][1])
     before = _base_timestamp(stored[partition][k - 1][1]) + 1
     with Raw(server.iggy_address) as r:
@@ -221,11 +225,13 @@ def segments_damaged(tmp_path_factory):
             assert server.stop() == 0, server.log()
 
 
-def _evict(server) -> None:
-    """Drop partition 0's segment files from the page cache (the pages are clean after a restart)."""
-    import glob as _glob
+def _evict(server, partition: int = 0) -> None:
+    """Drop the segment files of every topic's partition ``partition`` from the page cache (the
+    pages are clean after a restart)."""
+    import glob
 
-    for path in _glob.glob(str(server.data_dir / "streams" / "*" / "topics" / "*" / "partitions" / "0" / "*.log")):
+    for path in glob.glob(str(server.data_dir / "streams" / "*" / "topics" / "*" / "partitions" / str(partition)
+                              / "*.log")):
         fd = os.open(path, os.O_RDONLY)
         try:
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)

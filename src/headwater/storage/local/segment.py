@@ -613,8 +613,9 @@ class Segment:
             if base_offset < expected or (base_offset != expected and not self.sealed):
                 raise self._corrupt_batch(position, expected, f"base_offset {base_offset}, expected {expected}")
             if validate:
+                view = reader.view(position, length)  # (NotCached, with nowait, goes to the caller)
                 try:
-                    codec_batch.verify(reader.view(position, length), check_offset_deltas=False)
+                    codec_batch.verify(view, check_offset_deltas=False)
                 except Exception as exc:  # any codec error: the bytes are not what was written
                     raise self._corrupt_batch(position, expected, f"verify failed: {exc}") from exc
             if base_ts >= timestamp_us:
