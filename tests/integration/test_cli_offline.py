@@ -138,6 +138,7 @@ def test_verify_names_a_damaged_metadata_journal_record(data):
 
 def test_a_torn_tail_is_a_note_not_damage(data):
     log = sorted(_partition(data).glob("*.log"))[-1]
+    (_partition(data) / "clean-shutdown").unlink()  # a crash leaves no clean-close marker
     size = log.stat().st_size
     with open(log, "ab") as f:
         f.write(b"\x07" * 100)  # a header cut short by a crash
@@ -146,6 +147,21 @@ def test_a_torn_tail_is_a_note_not_damage(data):
     (note,) = report["findings"]
     assert (note["path"], note["byte"], note["damage"]) == (str(log), size, False)
     assert "torn tail" in note["message"]
+
+
+def test_a_torn_looking_tail_after_a_clean_close_is_damage(data):
+    """The server was stopped cleanly (the copy holds its clean-close marker): a partial last
+    batch is then damage to acknowledged data, which the next start refuses; verify says so."""
+    assert (_partition(data) / "clean-shutdown").exists()
+    log = sorted(_partition(data).glob("*.log"))[-1]
+    size = log.stat().st_size
+    with open(log, "ab") as f:
+        f.write(b"\x07" * 100)
+    report = json.loads(hw("-o", "json", "verify", data, code=1).stdout)
+    assert report["ok"] is False
+    (finding,) = report["findings"]
+    assert (finding["path"], finding["byte"], finding["damage"]) == (str(log), size, True)
+    assert "after a clean close" in finding["message"]
 
 
 def test_garbage_over_a_first_header_with_whole_batches_after_is_damage_not_a_torn_tail(data):

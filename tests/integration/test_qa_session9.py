@@ -868,11 +868,6 @@ def test_kafka_group_offsets_follow_the_topic_not_its_old_name(fresh_server):
     assert committed("gc2") == [-1001]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "recovery cuts a damaged final batch as a torn tail (docs/gaps.md 'Recovery cuts only a torn tail') even "
-    "after a clean shutdown, when no torn write can exist: the acknowledged messages of that batch are dropped "
-    "with a warning, the partition served without them. Distinguishing bit rot from a torn write needs a "
-    "record of a clean shutdown (or of the synced length), which storage does not keep"))
 def test_a_flipped_byte_in_the_last_batch_after_a_clean_shutdown_is_not_cut(fresh_server):
     """The server is stopped cleanly (SIGTERM, exit 0) after every send was acknowledged; one
     payload byte of the partition's last batch is flipped at rest. After the restart the damaged

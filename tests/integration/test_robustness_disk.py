@@ -136,7 +136,7 @@ def _frames(batches) -> list[tuple[int, bytes]]:
 
 def test_a_torn_tail_is_cut_and_a_missing_index_rebuilt(fresh_server):
     acked = fill(fresh_server)
-    assert fresh_server.stop() == 0
+    fresh_server.kill()  # a crash: a clean stop would vouch for every byte (no tail is cut then)
     log = first_log(fresh_server, 0)
     last_pos, _ = batch_positions(log)[-1]
     os.truncate(log, last_pos + 100)  # the last batch is cut mid-header
@@ -226,7 +226,7 @@ def test_a_damaged_length_of_the_last_batch_fences_the_partition_and_cuts_nothin
 
 def test_recovery_that_cuts_a_torn_tail_says_so_in_the_log(fresh_server):
     fill(fresh_server, partitions=1, batches=10)
-    assert fresh_server.stop() == 0
+    fresh_server.kill()  # a crash, as above
     log = first_log(fresh_server, 0)
     last_pos, _ = batch_positions(log)[-1]
     os.truncate(log, last_pos + 300)

@@ -14,6 +14,7 @@ from headwater.core import errors
 from headwater.core.broker import Broker
 from headwater.core.offsets import CONSUMER
 from headwater.storage.api import open_engine
+from headwater.storage.local.recovery import CLEAN_SHUTDOWN
 
 
 def new_broker(path) -> Broker:
@@ -57,6 +58,7 @@ def filled(tmp_path):
 
 def test_a_torn_tail_cut_at_boot_is_logged_with_its_partition(filled, caplog):
     path = log_file(filled, 0, 0, 1)
+    os.unlink(os.path.join(os.path.dirname(path), CLEAN_SHUTDOWN))  # a crash leaves no marker
     os.truncate(path, os.path.getsize(path) - 10)
     with caplog.at_level(logging.WARNING, logger="headwater.broker"):
         b = new_broker(filled)

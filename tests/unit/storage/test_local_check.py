@@ -12,6 +12,7 @@ from storage_batches import stamped_batch
 from headwater.storage.api import SegmentPolicy
 from headwater.storage.local.check import CheckReport, check_partition
 from headwater.storage.local.engine import LocalEngine
+from headwater.storage.local.recovery import CLEAN_SHUTDOWN
 
 BATCHES = [(0, 3), (3, 5), (8, 2)]  # (base_offset, count)
 
@@ -68,10 +69,19 @@ def test_any_flipped_byte_is_damage_reported_inside_its_batch(tmp_path_factory, 
 
 def test_a_partial_last_batch_is_a_torn_tail_note(tmp_path):
     directory, spans = _write_partition(tmp_path)
+    os.unlink(os.path.join(directory, CLEAN_SHUTDOWN))  # a crash leaves no clean-close marker
     path = _log(directory)
     os.truncate(path, spans[-1][1] - 10)
     (note,) = _check(directory).findings
     assert (note.damage, note.position) == (False, spans[-1][0]) and "torn tail" in note.message
+
+
+def test_a_partial_last_batch_after_a_clean_close_is_damage(tmp_path):
+    directory, spans = _write_partition(tmp_path)  # closed cleanly: the marker is there
+    path = _log(directory)
+    os.truncate(path, spans[-1][1] - 10)
+    (finding,) = _check(directory).findings
+    assert (finding.damage, finding.position) == (True, spans[-1][0]) and "after a clean close" in finding.message
 
 
 def test_nonzero_bytes_after_a_zero_batch_length_are_damage(tmp_path):

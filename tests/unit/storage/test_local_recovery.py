@@ -10,6 +10,7 @@ import pytest
 from headwater.storage.api import CorruptSegment, SegmentPolicy
 from headwater.storage.local.index import decode_entries, encode_entry
 from headwater.storage.local.log import LocalPartitionLog
+from headwater.storage.local.recovery import CLEAN_SHUTDOWN
 
 from storage_batches import stamped_batch
 
@@ -18,7 +19,12 @@ SEG0 = "00000000000000000000"
 
 
 def write_partition(directory, log_bytes: bytes, index_bytes: bytes | None, stem: str = SEG0):
+    """The files as a crash leaves them: these bytes, and no clean-close marker (a previous
+    open and close in the same directory left one)."""
     os.makedirs(directory, exist_ok=True)
+    marker = os.path.join(directory, CLEAN_SHUTDOWN)
+    if os.path.exists(marker):
+        os.unlink(marker)
     with open(os.path.join(directory, stem + ".log"), "wb") as f:
         f.write(log_bytes)
     index_path = os.path.join(directory, stem + ".index")
@@ -76,6 +82,63 @@ def test_torn_tail_with_unindexed_last_batch_and_sparse_index(tmp_path):
             assert log.next_offset == 3
         finally:
             log.close()
+
+
+def closed_cleanly(directory: str, batches) -> str:
+    """A log holding ``batches``, appended and closed by the log itself: returns its .log path."""
+    log = LocalPartitionLog.open(directory, EVERY)
+    for b in batches:
+        log.append(bytearray(b))
+    log.close()
+    assert os.path.exists(os.path.join(directory, CLEAN_SHUTDOWN))
+    return os.path.join(directory, SEG0 + ".log")
+
+
+@pytest.mark.parametrize("where", ["payload", "header", "cut short"])
+def test_a_bad_tail_after_a_clean_close_is_refused_not_cut(tmp_path, where):
+    """A clean close synced every byte, so a bad last batch found at the next open is damage
+    at rest to acknowledged data, never a torn write: the partition is refused and nothing on
+    disk changes (recovery, module doc 8)."""
+    batches, _, _ = reference(3)
+    directory = str(tmp_path / "p")
+    path = closed_cleanly(directory, batches)
+    size = os.path.getsize(path)
+    last = size - len(batches[-1])
+    with open(path, "r+b") as f:
+        if where == "cut short":
+            f.truncate(size - 5)
+        else:
+            at = size - 3 if where == "payload" else last + 8  # a payload byte / base_offset
+            f.seek(at)
+            byte = f.read(1)[0]
+            f.seek(at)
+            f.write(bytes([byte ^ 0x40]))
+    before = open(path, "rb").read()
+    with pytest.raises(CorruptSegment, match="after a clean close"):
+        LocalPartitionLog.open(directory, EVERY)
+    assert open(path, "rb").read() == before  # nothing cut
+    assert os.path.exists(os.path.join(directory, CLEAN_SHUTDOWN))  # refused again at every open
+
+
+def test_the_marker_lasts_only_until_the_next_open(tmp_path):
+    """Opening deletes the marker: a crash after it (no close) leaves a tail that may be torn,
+    and that is cut as before."""
+    batches, _, _ = reference(3)
+    directory = str(tmp_path / "p")
+    path = closed_cleanly(directory, batches[:2])
+    log = LocalPartitionLog.open(directory, EVERY)
+    assert not os.path.exists(os.path.join(directory, CLEAN_SHUTDOWN))
+    log.append(bytearray(batches[2]))
+    log._commit.sync_inline()  # the bytes are on disk; then the process "dies": no close
+    size = os.path.getsize(path)
+    os.truncate(path, size - 7)  # what a torn write of the last batch leaves
+    again = LocalPartitionLog.open(directory, EVERY)
+    try:
+        assert read_all(again) == batches[:2]
+        assert again.recovery.truncated_bytes == len(batches[2]) - 7
+    finally:
+        again.close()
+        log.close()
 
 
 def test_recovered_log_accepts_appends_and_survives_another_reopen(tmp_path):

@@ -41,6 +41,7 @@ from headwater.codec import batch as codec_batch
 
 from .index import ENTRY_SIZE, decode_entries, is_well_formed, read_index_file
 from .metadata import JOURNAL_MAGIC, SNAPSHOT_MAGIC, CorruptMetadata, check_header, read_records, replay
+from .recovery import CLEAN_SHUTDOWN
 from .segment import INDEX_SUFFIX, LOG_SUFFIX, ChunkReader, parse_segment_name
 from .walk import NOT_TORN, TORN, ZEROS, BatchAt, tail_refusal, walk_batches
 
@@ -188,6 +189,7 @@ def check_partition(directory: str, report: CheckReport, progress: Callable[[int
     """Check every segment and index of one partition directory into ``report``."""
     starts = segment_starts(directory)
     expected: int | None = None
+    clean = os.path.exists(os.path.join(directory, CLEAN_SHUTDOWN))  # no torn tail after a clean close
     for i, start in enumerate(starts):
         log_path = os.path.join(directory, f"{start:020d}{LOG_SUFFIX}")
         report.segments += 1
@@ -204,9 +206,13 @@ def check_partition(directory: str, report: CheckReport, progress: Callable[[int
         for b in walk_log(log_path, progress):
             if b.view is None:
                 walked_to = b.position
-                if b.torn and newest:
+                if b.torn and newest and not clean:
                     report.findings.append(Finding(log_path, b.position, f"torn tail: {b.problem} (cut at the "
                                                                           "next start)", False))
+                elif b.torn and newest:
+                    report.findings.append(Finding(log_path, b.position, f"{b.problem} after a clean close "
+                                                                          f"({CLEAN_SHUTDOWN}): damage, not a torn "
+                                                                          "tail (the partition is refused)"))
                 else:
                     report.findings.append(Finding(log_path, b.problem_position, b.problem))
                 break

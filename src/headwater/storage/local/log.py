@@ -51,7 +51,7 @@ from headwater.storage.api import (
 
 from . import compaction
 from .flusher import Flusher, GroupCommit, shared_flusher
-from .recovery import RecoveryReport, recover_partition
+from .recovery import CLEAN_SHUTDOWN, RecoveryReport, recover_partition
 from .retention import segments_to_delete
 from .segment import MIN_BATCH_SIZE, Segment, fsync_dir, unpack_header
 from .writebehind import CHUNK_BYTES
@@ -109,7 +109,12 @@ class LocalPartitionLog:
         :mod:`.recovery`), OSError on I/O failure.
         """
         os.makedirs(directory, exist_ok=True)
-        report = recover_partition(directory, policy.index_interval_bytes)
+        marker = os.path.join(directory, CLEAN_SHUTDOWN)
+        clean = os.path.exists(marker)
+        report = recover_partition(directory, policy.index_interval_bytes, clean=clean)
+        if clean:  # from here on appends may leave a torn tail again, until the next clean close
+            os.unlink(marker)
+            fsync_dir(directory)
         segments = [
             Segment(directory, r.start_offset, r.end_offset, r.size, r.max_timestamp_us, policy.index_interval_bytes)
             for r in report.segments
@@ -564,3 +569,9 @@ class LocalPartitionLog:
             self._open_sealed.clear()
             self._closed = True
             self._commit.close(synced)
+        # every byte is synced: the next open may not take a bad tail for a torn write
+        # (recovery, module doc 8); after a fenced log or a failed sync no marker is left
+        if synced and os.path.isdir(self.directory):
+            fd = os.open(os.path.join(self.directory, CLEAN_SHUTDOWN), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            os.close(fd)
+            fsync_dir(self.directory)

@@ -44,6 +44,14 @@ Runs on existing files before a partition log is served:
    missing bytes).
 7. Segments must not overlap in offsets (a gap is tolerated: reads skip it).
 
+8. A *clean close* leaves no torn tail: a partition log whose close synced every byte
+   writes :data:`CLEAN_SHUTDOWN` in its directory (``LocalPartitionLog.close``), and the
+   next open deletes it once recovery is done. When recovery finds the marker, bytes after
+   the valid data of the newest segment (other than a preallocated file's zeros) cannot be
+   a torn write: they are damage at rest to acknowledged data (bit rot in the last batch,
+   or its header), so the partition is refused (CorruptSegment), not cut. Without the
+   marker (a crash, a kill, a power loss, an older version) rule 6 holds.
+
 Only the tail after the newest good index entry is re-verified at boot;
 damage at rest further back is caught by verified reads (fail closed).
 What recovery changed is returned as a :class:`RecoveryReport` for the caller
@@ -72,6 +80,9 @@ from .segment import (
 from .walk import DAMAGED_LENGTH, OK, UNVERIFIED, ZEROS, BatchAt, first_batch, tail_refusal, walk_batches
 
 _WALK_CHUNK = 1 << 20
+
+CLEAN_SHUTDOWN = "clean-shutdown"
+"""Name of the empty file a partition log's clean close leaves in its directory (module doc, 8)."""
 
 
 @dataclass(slots=True)
@@ -128,8 +139,9 @@ class RecoveryReport:
         )
 
 
-def recover_partition(directory: str, index_interval_bytes: int) -> RecoveryReport:
-    """Recover every segment in ``directory`` (which must exist).
+def recover_partition(directory: str, index_interval_bytes: int, *, clean: bool = False) -> RecoveryReport:
+    """Recover every segment in ``directory`` (which must exist). ``clean``: the log was
+    closed cleanly (its :data:`CLEAN_SHUTDOWN` marker is there), so no tail may be cut.
 
     Returns the report; segments are listed oldest first. Raises
     CorruptSegment when an index entry points past the end of its log, when
@@ -157,7 +169,8 @@ def recover_partition(directory: str, index_interval_bytes: int) -> RecoveryRepo
     for i, start in enumerate(logs):
         data_follows = any(sizes[i + 1 :])
         seg = recover_segment(
-            directory, start, index_interval_bytes, data_follows=data_follows, sealed=i < len(logs) - 1
+            directory, start, index_interval_bytes, data_follows=data_follows, sealed=i < len(logs) - 1,
+            clean=clean,
         )
         if previous is not None and seg.start_offset < previous.end_offset:
             raise CorruptSegment(
@@ -226,7 +239,8 @@ def _walk(
 
 
 def recover_segment(
-    directory: str, start_offset: int, index_interval_bytes: int, *, data_follows: bool = False, sealed: bool = False
+    directory: str, start_offset: int, index_interval_bytes: int, *, data_follows: bool = False, sealed: bool = False,
+    clean: bool = False,
 ) -> RecoveredSegment:
     """Recover one segment's ``.log`` and ``.index`` in place (see module doc).
 
@@ -234,6 +248,7 @@ def recover_segment(
     gaps between its batches' offsets are allowed (elsewhere a gap is damage).
     ``data_follows``: a later segment of the partition holds bytes, so this
     one was sealed: a non-zero torn tail is refused, not cut (see module doc, 6).
+    ``clean``: the partition was closed cleanly: a non-zero tail is refused too (module doc, 8).
 
     Raises CorruptSegment when an index entry points past the end of the log,
     when a whole batch's ``batch_length`` was damaged, or when the bytes after
@@ -297,6 +312,12 @@ def recover_segment(
                     f"{log_path}: {refusal}; refusing to open the partition rather than cut acknowledged data"
                 )
             zeros = walk.reason == "zeros"
+            if clean and not zeros:
+                raise CorruptSegment(
+                    f"{log_path}: byte {walk.end}: {walk.reason}, {cut} bytes before the end of the file, "
+                    f"after a clean close ({CLEAN_SHUTDOWN}): not a torn write but damage to acknowledged "
+                    "data; refusing to open the partition rather than cut it"
+                )
         rewrite = rebuild or dropped or added
         if rewrite:
             write_index_file(index_path, entries)  # before the log cut: no entry past the end
