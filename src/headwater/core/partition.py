@@ -201,9 +201,7 @@ class Partition:
         try:
             stored = self.log.read(start, count, max_bytes, nowait=nowait)
         except CorruptBatch as e:  # the read began at a damaged batch (reads before it stop short of it)
-            where = (self.stream_id, self.topic_id, self.id)
-            raise errors.CorruptBatch(f"partition {where}: damaged batch at offset {e.offset}: {e}", where,
-                                      e.offset) from e
+            raise self._damaged(e) from e
         except CorruptSegment as e:
             raise errors.CorruptData(str(e)) from e
         out: list[bytes | memoryview] = []
@@ -249,12 +247,15 @@ class Partition:
         try:
             off = self.log.offset_for_timestamp(timestamp_us, nowait=nowait)
         except CorruptBatch as e:
-            where = (self.stream_id, self.topic_id, self.id)
-            raise errors.CorruptBatch(f"partition {where}: damaged batch at offset {e.offset}: {e}", where,
-                                      e.offset) from e
+            raise self._damaged(e) from e
         except CorruptSegment as e:
             raise errors.CorruptData(str(e)) from e
         return self.log.next_offset if off is None else off
+
+    def _damaged(self, e: CorruptBatch) -> errors.CorruptBatch:
+        """Storage's damaged batch as the core's error, naming this partition."""
+        where = (self.stream_id, self.topic_id, self.id)
+        return errors.CorruptBatch(f"partition {where}: damaged batch at offset {e.offset}: {e}", where, e.offset)
 
     def reset(self) -> None:
         """After a purge: the clock and the logical floor start again."""

@@ -409,6 +409,17 @@ class Segment:
     def _corrupt_batch(self, position: int, offset: int, reason: str) -> CorruptBatch:
         return CorruptBatch(f"{self.log_path}: batch at byte {position} (offset {offset}): {reason}", offset, position)
 
+    def _header_problem(self, position: int, end: int, expected: int, base_offset: int, length: int,
+                        count: int) -> str | None:
+        """Why the batch header at ``position`` (its fields given) cannot be walked, or None: its
+        length or count does not fit the ``end`` bytes, or its base_offset does not follow on
+        from ``expected`` (gaps only in a sealed segment, which compaction may have left)."""
+        if length < MIN_BATCH_SIZE or position + length > end or count == 0:
+            return f"batch_length {length} / message_count {count} do not fit"
+        if base_offset < expected or (base_offset != expected and not self.sealed):
+            return f"base_offset {base_offset}, expected {expected}"
+        return None
+
     def _locate(self, offset: int) -> tuple[int, int]:
         """(position, base_offset) of the indexed batch to walk from for ``offset``."""
         floor = self._index.floor_by_offset(offset)
@@ -429,8 +440,7 @@ class Segment:
         ``missed``: a :func:`.readahead.read_nowait` of the chunk just found bytes missing (no
         second check)."""
         if not missed and readahead.cached(self._fd, position, want):
-            if self.prefetched_to and position + want > self.prefetched_to - readahead.WINDOW // 2:
-                self._prefetch(position + want)  # a catch-up reader half way through the window
+            self._keep_prefetching(position + want)
             return None
         held = readahead.find(self.serial, position)
         if held is not None:
@@ -454,9 +464,15 @@ class Segment:
         ``readahead.MISSED`` or None (then :meth:`ahead` decides). Keeps a catch-up reader's kernel read-ahead going as
         :meth:`ahead` does."""
         data = readahead.read_nowait(self._fd, want, position)
-        if data and self.prefetched_to and position + want > self.prefetched_to - readahead.WINDOW // 2:
-            self._prefetch(position + want)
+        if data:
+            self._keep_prefetching(position + want)
         return data
+
+    def _keep_prefetching(self, end: int) -> None:
+        """A catch-up reader (one this segment prefetches for) that read up to ``end`` from the
+        cache, half way through the kernel's window: have the next window read."""
+        if self.prefetched_to and end > self.prefetched_to - readahead.WINDOW // 2:
+            self._prefetch(end)
 
     def _prefetch(self, position: int) -> None:
         """Have the kernel read up to :data:`.readahead.WINDOW` bytes from ``position`` (or from
@@ -539,11 +555,8 @@ class Segment:
                 damage = f"header cut at the end of the data ({end} bytes)"
                 break
             base_offset, base_ts, length, count = unpack_header(head, 0)
-            if length < MIN_BATCH_SIZE or position + length > end or count == 0:
-                damage = f"batch_length {length} / message_count {count} do not fit"
-                break
-            if base_offset < expected or (base_offset != expected and not self.sealed):  # gaps: compacted
-                damage = f"base_offset {base_offset}, expected {expected}"
+            damage = self._header_problem(position, end, expected, base_offset, length, count)
+            if damage is not None:
                 break
             first, expected = expected, base_offset + count  # (first: the lowest offset it may begin at)
             if expected <= start_offset:
@@ -608,10 +621,9 @@ class Segment:
             if len(head) < BATCH_HEADER_SIZE:
                 raise self._corrupt_batch(position, expected, "header cut at the end of the data")
             base_offset, base_ts, length, count = unpack_header(head, 0)
-            if length < MIN_BATCH_SIZE or position + length > end or count == 0:
-                raise self._corrupt_batch(position, expected, f"batch_length {length} / message_count {count} do not fit")
-            if base_offset < expected or (base_offset != expected and not self.sealed):
-                raise self._corrupt_batch(position, expected, f"base_offset {base_offset}, expected {expected}")
+            problem = self._header_problem(position, end, expected, base_offset, length, count)
+            if problem is not None:
+                raise self._corrupt_batch(position, expected, problem)
             if validate:
                 view = reader.view(position, length)  # (NotCached, with nowait, goes to the caller)
                 try:
