@@ -4,7 +4,7 @@ Usage::
 
     .venv/bin/python benchmarks/bench_ack_latency.py [--server-python PATH] [--windows 6] [--duration 3]
         [--ticks 5] [--rate MSG_S | --peak-duration 3] [--warm-memory 2] [--probe [--lag-ms 1]]
-        [--stall-ms 2] [--segment-size BYTES] [--json out.json]
+        [--stall-ms 2] [--segment-size BYTES] [--server-env NAME=VALUE] [--json out.json]
 
 One ``headwater serve`` (``--server-python``, default this interpreter) on loopback, one
 fsync-off topic (compare.py's: the sync thresholds at their maxima), one ``compare_clients.py``
@@ -53,12 +53,13 @@ PHASES_PER_WORKER = 15  # compare_clients.py answers at most 16 RUN lines per wo
 class ProbedHeadwater(Headwater):
     """``headwater serve`` with the bench probe on its ``PYTHONPATH`` (``--probe``)."""
 
-    def __init__(self, base: Path, python: str, probe_out: str | None, lag_ms: float):
+    def __init__(self, base: Path, python: str, probe_out: str | None, lag_ms: float, extra_env: dict[str, str]):
         super().__init__(base, python)
-        self.probe_out, self.lag_ms = probe_out, lag_ms
+        self.probe_out, self.lag_ms, self.extra_env = probe_out, lag_ms, extra_env
 
     def env(self) -> dict:
         env = super().env()
+        env.update(self.extra_env)
         if self.probe_out:
             env["PYTHONPATH"] = str(PROBE_DIR) + os.pathsep + env.get("PYTHONPATH", "")
             env["HW_ACK_PROBE"] = self.probe_out
@@ -114,6 +115,8 @@ def analyse(trace: dict, probe: dict | None, stall_ms: float) -> dict:
             # split every request: send -> first byte in, receiving, serve, serve end -> ack
             parts = [[(f[0] - sd) / 1e6, (f[2] - f[0]) / 1e6, (f[3] - f[2]) / 1e6, (a - f[3]) / 1e6]
                      for f, sd, a in zip(frames, send, ack)]
+            cpu = sorted(f[5] / 1e6 for f in frames)
+            out["serve_cpu_ms"] = (round(q(cpu, 0.5), 3), round(q(cpu, 0.99), 3), round(cpu[-1], 3))
             for j, name in enumerate(("to_first_byte", "receiving", "serve", "to_ack")):
                 col = sorted(p[j] for p in parts)
                 out[f"{name}_ms"] = (round(q(col, 0.5), 3), round(q(col, 0.99), 3), round(col[-1], 3))
@@ -126,8 +129,10 @@ def analyse(trace: dict, probe: dict | None, stall_ms: float) -> dict:
         out["server_calls_over_1ms"] = [(c[0], round((c[1] - send[0]) / 1e6, 1), round(c[2] / 1e6, 2),
                                          "loop" if c[3] else "thread")
                                         for c in overlapping(probe["calls"], t_lo, t_hi, lambda c: c[1], lambda c: c[2])
-                                        if c[2] >= 1_000_000 or c[0].startswith(("log.", "segment."))]
-        out["loop_lag"] = [(round((l[0] - send[0]) / 1e6, 1), round(l[1] / 1e6, 2))
+                                        if c[2] >= 1_000_000 or c[0].startswith(("log.", "segment.s", "segment.c"))]
+        # (start ms, late by ms, loop thread CPU ms, run-queue wait ms): the rest was blocked
+        out["loop_lag"] = [(round((l[0] - send[0]) / 1e6, 1), round(l[1] / 1e6, 2), round(l[2] / 1e6, 2),
+                            round(l[3] / 1e6, 2))
                            for l in overlapping(probe["lag"], t_lo, t_hi, lambda l: l[0], lambda l: l[1])]
     stalls = []
     for i, ms in enumerate(lat_ms):
@@ -138,7 +143,8 @@ def analyse(trace: dict, probe: dict | None, stall_ms: float) -> dict:
         if frames is not None:
             f = frames[i]
             st.update(to_first_byte=round((f[0] - send[i]) / 1e6, 2), receiving=round((f[2] - f[0]) / 1e6, 2),
-                      serve=round((f[3] - f[2]) / 1e6, 2), to_ack=round((ack[i] - f[3]) / 1e6, 2),
+                      serve=round((f[3] - f[2]) / 1e6, 2), serve_cpu=round(f[5] / 1e6, 2),
+                      serve_runq=round(f[6] / 1e6, 2), to_ack=round((ack[i] - f[3]) / 1e6, 2),
                       recv_callbacks=f[1])
         stalls.append(st)
     out["stalls"] = stalls
@@ -159,6 +165,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--lag-ms", type=float, default=0.0, help="with --probe: the loop-lag probe's sleep (ms)")
     ap.add_argument("--stall-ms", type=float, default=2.0, help="print every batch acked later than this")
     ap.add_argument("--segment-size", help="the topic's segment_size (default: the server's, 1 GiB)")
+    ap.add_argument("--topic-option", action="append", default=[], metavar="NAME=VALUE",
+                    help="an Iggy topic option of the topic (repeatable), e.g. preallocate_segments=true")
+    ap.add_argument("--server-env", action="append", default=[], metavar="NAME=VALUE",
+                    help="an environment variable for the server (repeatable), e.g. "
+                         "HEADWATER_SYSTEM_WRITE_BEHIND_CACHE_BYTES=0")
     ap.add_argument("--json", help="write every window's figures here")
     args = ap.parse_args(argv)
     args.server_python = os.path.abspath(args.server_python)
@@ -166,10 +177,13 @@ def main(argv: list[str] | None = None) -> int:
 
     base = Path(tempfile.mkdtemp(prefix="hw-ack-"))
     probe_out = str(base / "probe.json") if args.probe else None
-    server = ProbedHeadwater(base, args.server_python, probe_out, args.lag_ms).start()
+    extra_env = dict(kv.split("=", 1) for kv in args.server_env)
+    server = ProbedHeadwater(base, args.server_python, probe_out, args.lag_ms, extra_env).start()
+    print(f"# server pid {server.pid}", flush=True)
     options = dict(TOPIC_OPTIONS[HW_OFF])
     if args.segment_size:
         options["segment_size"] = args.segment_size
+    options.update(kv.split("=", 1) for kv in args.topic_option)
     asyncio.run(create_iggy_topic(server.iggy, "ack", options))
     target = {"iggy": server.iggy, "stream": "bench", "topic": "ack"}
     spec = {"client": "iggy-raw", "size": args.size, "target": target, "phases": ["produce", "latency"],
@@ -261,7 +275,7 @@ def print_window(a: dict, row: dict) -> None:
     print(f"   ack ms p50 {a['p50']:.2f} p99 {a['p99']:.2f} p99.9 {a['p999']:.2f} max {a['max']:.2f} (n {a['n']}); "
           f"client: late send max {a['late_send_ms_max']:.2f}, send() p50 {a['send_call_ms_p50']:.2f} "
           f"max {a['send_call_ms_max']:.2f}, gc {a['client_gc'] or '-'}")
-    for key in ("to_first_byte_ms", "receiving_ms", "serve_ms", "to_ack_ms"):
+    for key in ("to_first_byte_ms", "receiving_ms", "serve_ms", "serve_cpu_ms", "to_ack_ms"):
         if key in a:
             print(f"   {key[:-3]:>14} p50/p99/max ms {a[key]}")
     if "recv_callbacks_p50" in a:

@@ -8,10 +8,11 @@ process of the machine, so the client's send and ack times line up with these):
 - ``gc``: every collection of the cyclic GC (start, duration, generation, objects collected);
 - ``frames``: per SendMessages served inline, the time its first bytes were received
   (``receiving``), how many receive callbacks its bytes took, when ``serve`` started and ended,
-  and its size;
+  its size, and the loop thread's CPU time and run-queue wait (``schedstat``) during ``serve``
+  (wall minus both: blocked in a system call);
 - ``lag``: with ``HW_ACK_PROBE_LAG_MS`` (e.g. 1), a task sleeping that long in a loop, recording
-  every wake-up later than the sleep by 2 ms or more (the event loop was busy or the thread off
-  the CPU); it adds ~1000 timer wake-ups a second, so it is off unless asked for;
+  every wake-up later than the sleep by 2 ms or more, with the loop thread's CPU time and
+  run-queue wait meanwhile (busy, preempted, or else blocked in a system call); it adds ~1000 timer wake-ups a second, so it is off unless asked for;
 - ``calls``: the wall time of calls that may block the loop: segment rotation and creation,
   ``Segment.seal``, index flushes, ``os.posix_fallocate``/``ftruncate`` on the loop thread, and
   the write-behind worker's ranges and the flusher's rounds (their own threads);
@@ -39,6 +40,12 @@ if _OUT:
     _lag: list[tuple] = []
     _calls: list[tuple] = []
     _gc_start = [0]
+    _cpu = time.thread_time_ns  # (called on the loop thread: its own CPU time)
+    _schedstat = os.open(f"/proc/self/task/{threading.get_native_id()}/schedstat", os.O_RDONLY)
+
+    def _wait() -> int:
+        """The main thread's run-queue wait so far (ns; schedstat's second field)."""
+        return int(os.pread(_schedstat, 64, 0).split()[1])
     _main = threading.main_thread().ident
 
     def _on_gc(phase: str, info: dict) -> None:
@@ -85,12 +92,12 @@ if _OUT:
             return original_receiving(self)
 
         def serve(self, head, body):
-            t0 = _ns()
+            t0, c0, w0 = _ns(), _cpu(), _wait()
             try:
                 return original_serve(self, head, body)
             finally:
                 t1 = _ns()
-                _frames.append((state["first"] or t0, state["updates"], t0, t1, len(body)))
+                _frames.append((state["first"] or t0, state["updates"], t0, t1, len(body), _cpu() - c0, _wait() - w0))
                 state["first"] = 0
                 state["updates"] = 0
 
@@ -124,9 +131,15 @@ if _OUT:
                 for meth in ("flush", "_flush", "write_pending", "_write_pending"):
                     if meth in obj.__dict__ and callable(obj.__dict__[meth]):
                         _timed(obj, meth, f"index.{name}.{meth}")
+        _timed(segment_mod, "pwrite_all", "segment.pwrite_all")
+        _timed(index_mod, "_pwrite_all", "index._pwrite_all")
+        _timed(wb_mod.WriteBehind, "add", "writebehind.add")
         _timed(wb_mod.WriteBehind, "_run", "writebehind._run")
         _timed(flusher_mod, "fdatasync_all", "flusher.fdatasync_all")
 
+        chunk = os.environ.get("HW_ACK_PROBE_CHUNK_BYTES")  # an experiment: write-behind's hand-over step
+        if chunk:
+            log_mod.CHUNK_BYTES = int(chunk)
         lag_ms = float(os.environ.get("HW_ACK_PROBE_LAG_MS", "0") or 0)
         if lag_ms > 0:
             from headwater import app as app_mod
@@ -141,11 +154,11 @@ if _OUT:
 
                 async def probe():
                     while True:
-                        t0 = _ns()
+                        t0, c0, w0 = _ns(), _cpu(), _wait()
                         await asyncio.sleep(sleep_s)
                         over = _ns() - t0 - int(sleep_s * 1e9)
                         if over >= late_ns:
-                            _lag.append((t0, over))
+                            _lag.append((t0, over, _cpu() - c0, _wait() - w0))
 
                 self._jobs.append(asyncio.get_running_loop().create_task(probe()))
 
