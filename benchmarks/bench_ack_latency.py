@@ -117,6 +117,9 @@ def analyse(trace: dict, probe: dict | None, stall_ms: float) -> dict:
                      for f, sd, a in zip(frames, send, ack)]
             cpu = sorted(f[5] / 1e6 for f in frames)
             out["serve_cpu_ms"] = (round(q(cpu, 0.5), 3), round(q(cpu, 0.99), 3), round(cpu[-1], 3))
+            if len(frames[0]) > 7:
+                pw = sorted(f[7] / 1e6 for f in frames)
+                out["serve_pwrite_ms"] = (round(q(pw, 0.5), 3), round(q(pw, 0.99), 3), round(pw[-1], 3))
             for j, name in enumerate(("to_first_byte", "receiving", "serve", "to_ack")):
                 col = sorted(p[j] for p in parts)
                 out[f"{name}_ms"] = (round(q(col, 0.5), 3), round(q(col, 0.99), 3), round(col[-1], 3))
@@ -275,7 +278,7 @@ def print_window(a: dict, row: dict) -> None:
     print(f"   ack ms p50 {a['p50']:.2f} p99 {a['p99']:.2f} p99.9 {a['p999']:.2f} max {a['max']:.2f} (n {a['n']}); "
           f"client: late send max {a['late_send_ms_max']:.2f}, send() p50 {a['send_call_ms_p50']:.2f} "
           f"max {a['send_call_ms_max']:.2f}, gc {a['client_gc'] or '-'}")
-    for key in ("to_first_byte_ms", "receiving_ms", "serve_ms", "serve_cpu_ms", "to_ack_ms"):
+    for key in ("to_first_byte_ms", "receiving_ms", "serve_ms", "serve_cpu_ms", "serve_pwrite_ms", "to_ack_ms"):
         if key in a:
             print(f"   {key[:-3]:>14} p50/p99/max ms {a[key]}")
     if "recv_callbacks_p50" in a:

@@ -8,8 +8,8 @@ process of the machine, so the client's send and ack times line up with these):
 - ``gc``: every collection of the cyclic GC (start, duration, generation, objects collected);
 - ``frames``: per SendMessages served inline, the time its first bytes were received
   (``receiving``), how many receive callbacks its bytes took, when ``serve`` started and ended,
-  its size, and the loop thread's CPU time and run-queue wait (``schedstat``) during ``serve``
-  (wall minus both: blocked in a system call);
+  its size, the loop thread's CPU time and run-queue wait (``schedstat``) during ``serve``
+  (wall minus both: blocked in a system call), and the wall time of its ``pwrite`` calls;
 - ``lag``: with ``HW_ACK_PROBE_LAG_MS`` (e.g. 1), a task sleeping that long in a loop, recording
   every wake-up later than the sleep by 2 ms or more, with the loop thread's CPU time and
   run-queue wait meanwhile (busy, preempted, or else blocked in a system call); it adds ~1000 timer wake-ups a second, so it is off unless asked for;
@@ -82,7 +82,7 @@ if _OUT:
         from headwater.storage.local import writebehind as wb_mod
 
         inline_cls = iggy_server._InlineRequests
-        state = {"first": 0, "updates": 0}
+        state = {"first": 0, "updates": 0, "pwrite": 0}
         original_receiving = inline_cls.receiving
         original_serve = inline_cls.serve
 
@@ -97,9 +97,9 @@ if _OUT:
                 return original_serve(self, head, body)
             finally:
                 t1 = _ns()
-                _frames.append((state["first"] or t0, state["updates"], t0, t1, len(body), _cpu() - c0, _wait() - w0))
-                state["first"] = 0
-                state["updates"] = 0
+                _frames.append((state["first"] or t0, state["updates"], t0, t1, len(body), _cpu() - c0, _wait() - w0,
+                                state["pwrite"]))
+                state["first"] = state["updates"] = state["pwrite"] = 0
 
         inline_cls.receiving = receiving
         inline_cls.serve = serve
@@ -132,6 +132,16 @@ if _OUT:
                     if meth in obj.__dict__ and callable(obj.__dict__[meth]):
                         _timed(obj, meth, f"index.{name}.{meth}")
         _timed(segment_mod, "pwrite_all", "segment.pwrite_all")
+        timed_pwrite = segment_mod.pwrite_all
+
+        def pwrite_all(fd, data, position):  # also summed per served frame (frames' last field)
+            t0 = _ns()
+            try:
+                return timed_pwrite(fd, data, position)
+            finally:
+                state["pwrite"] += _ns() - t0
+
+        segment_mod.pwrite_all = pwrite_all
         _timed(index_mod, "_pwrite_all", "index._pwrite_all")
         _timed(wb_mod.WriteBehind, "add", "writebehind.add")
         _timed(wb_mod.WriteBehind, "_run", "writebehind._run")
