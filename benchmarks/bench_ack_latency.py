@@ -34,6 +34,7 @@ import asyncio
 import bisect
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -264,6 +265,7 @@ def main(argv: list[str] | None = None) -> int:
             results[i]["analysis"] = a
     elif args.probe:
         print("# no probe output (the server did not exit cleanly?)")
+    shutil.rmtree(base, ignore_errors=True)
     for row in results:
         row.pop("trace", None)
     load1 = os.getloadavg()

@@ -14,8 +14,9 @@ alone did not help). Pages the kernel gets back from the cache and hands out
 again at once cost nothing extra, so a server whose cache of written data
 stays bounded pays the same per byte after 10 GB as after 10 MB.
 
-How: each partition log hands every ``CHUNK_BYTES`` it appended (and a sealed
-segment's rest) to :meth:`WriteBehind.add`. A worker thread then
+How: each partition log hands every ``CHUNK_BYTES`` it appended (up to the last
+``TAIL_BYTES`` boundary of its active segment; a sealed segment's rest whole) to
+:meth:`WriteBehind.add`. A worker thread then
 
 * asks the kernel to start writing that range back (``sync_file_range`` with
   ``SYNC_FILE_RANGE_WRITE``: no waiting; RocksDB's ``bytes_per_sync`` and
