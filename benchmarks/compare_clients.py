@@ -115,6 +115,35 @@ def latency_result(size: int, pacer: Pacer, t0: float, lat: list[float], unit: s
             "unit": unit}
 
 
+class ClientTrace:
+    """Per-request timestamps of a paced latency phase (``"trace": true`` in the phase, for
+    ``bench_ack_latency.py``): when each send was due, started and returned, when its ack was
+    read, and this process's cyclic GC collections meanwhile (all ``time.monotonic_ns``, the
+    machine-wide clock the server's probe uses too)."""
+
+    def __init__(self) -> None:
+        import gc
+
+        self.sent: list[int] = []
+        self.gc: list[tuple] = []
+        self._gc_start = 0
+        self._gc = gc
+        gc.callbacks.append(self._on_gc)
+
+    def _on_gc(self, phase: str, info: dict) -> None:
+        now = time.monotonic_ns()
+        if phase == "start":
+            self._gc_start = now
+        else:
+            self.gc.append((self._gc_start, now - self._gc_start, info.get("generation")))
+
+    def result(self, start: float, tick: float, sends: list[int], lat_us: list[float]) -> dict:
+        self._gc.callbacks.remove(self._on_gc)
+        due = [int((start + i * tick) * 1e9) for i in range(len(sends))]
+        return {"due": due, "send": sends, "sent": self.sent,
+                "ack": [s + int(us * 1000) for s, us in zip(sends, lat_us)], "gc": self.gc}
+
+
 def stamped(payload: bytes) -> bytes:
     """The payload with its first 8 bytes replaced by the send time (ns, monotonic clock)."""
     return _NS.pack(time.monotonic_ns()) + payload[8:]
@@ -197,6 +226,7 @@ class IggyRaw:
                 failure.append(f"{type(e).__name__}: {e}")
             done.set()
 
+        trace = ClientTrace() if ph.get("trace") else None
         threading.Thread(target=reader, daemon=True).start()
         start = t0 = time.monotonic()
         for i in range(pacer.ticks):
@@ -204,11 +234,16 @@ class IggyRaw:
             frame = self.conn.frame(self.code, body)
             sends.append(time.monotonic_ns())
             self.conn.send(frame)
+            if trace is not None:
+                trace.sent.append(time.monotonic_ns())
         done.wait(ph["duration_s"] + 30)
         if failure:
             raise RuntimeError(failure[0])
         unit = f"batch of {pacer.per_tick}" + ("" if tick_s == TICK_S else f" every {tick_s * 1000:g} ms")
-        return latency_result(self.spec["size"], pacer, t0, lat, unit)
+        result = latency_result(self.spec["size"], pacer, t0, lat, unit)
+        if trace is not None:
+            result["trace"] = trace.result(start, pacer.tick, sends, lat)
+        return result
 
     def consume_raw(self, ph: dict) -> dict:
         """``expect`` messages polled from offset 0 by our raw poller (see the module doc);

@@ -13,7 +13,7 @@ from headwater.storage.api import SegmentPolicy, StorageWriteError, SyncFailed
 from headwater.storage.local import writebehind
 from headwater.storage.local.flusher import Flusher
 from headwater.storage.local.log import LocalPartitionLog
-from headwater.storage.local.writebehind import CHUNK_BYTES, WriteBehind, cached_bytes
+from headwater.storage.local.writebehind import CHUNK_BYTES, TAIL_BYTES, WriteBehind, cached_bytes
 
 from failing_disk import failing_disk
 from storage_batches import stamped_batch
@@ -87,6 +87,24 @@ def test_data_past_the_budget_is_written_back_and_dropped_and_reads_back_whole(t
         cached = sum(cached_bytes(p) for p in log_files(tmp_path / "p"))
         assert cached <= BUDGET + CHUNK_BYTES + 2 * MIB, (cached, total)
         assert read_all(log) == b"".join(written)  # read back from the disk, unchanged
+    finally:
+        log.close()
+
+
+def test_the_active_segments_tail_folio_stays_out_of_writeback(tmp_path, flusher_with):
+    """Ranges of the active segment end on a TAIL_BYTES boundary (the folio the next append
+    writes into is never under writeback); everything before the last CHUNK_BYTES is handed over."""
+    flusher = flusher_with(1 << 30)  # nothing dropped: every range handed over stays counted
+    log = LocalPartitionLog.open(str(tmp_path / "p"), OFF, flusher)
+    try:
+        written = fill(log, 23)
+        wb = flusher.write_behind
+        wb.drain()
+        total = log.size_bytes
+        assert total % TAIL_BYTES != 0  # (~1,000,000-byte batches: the tail is mid-folio)
+        assert wb.started > 0 and wb.started % TAIL_BYTES == 0, wb.started
+        assert total - CHUNK_BYTES < wb.started < total
+        assert read_all(log) == b"".join(written)
     finally:
         log.close()
 

@@ -54,7 +54,7 @@ from .flusher import Flusher, GroupCommit, shared_flusher
 from .recovery import CLEAN_SHUTDOWN, RecoveryReport, recover_partition
 from .retention import segments_to_delete
 from .segment import MIN_BATCH_SIZE, Segment, fsync_dir, unpack_header
-from .writebehind import CHUNK_BYTES
+from .writebehind import CHUNK_BYTES, TAIL_BYTES
 
 OPEN_SEALED_SEGMENTS = 4
 """Sealed segments kept open (fd + index in memory) per partition; older ones reopen on demand."""
@@ -227,14 +227,18 @@ class LocalPartitionLog:
                 pass  # the batch is stored; the next append makes the new segment, or fails
         return durable
 
-    def _hand_over(self, segment: Segment, at_least: int) -> None:
+    def _hand_over(self, segment: Segment, at_least: int, sealed: bool = False) -> None:
         """Give write-behind (:mod:`.writebehind`) the bytes of ``segment`` appended since
-        the last hand-over, once there are ``at_least`` of them."""
+        the last hand-over, once there are ``at_least`` of them: all of a ``sealed`` one; of
+        the active one, up to the last ``TAIL_BYTES`` boundary (the folio still being
+        appended to stays out of writeback: see :data:`.writebehind.TAIL_BYTES`)."""
         if segment is not self._behind_segment or self._behind_from > segment.size:
             self._behind_segment, self._behind_from = segment, 0  # a new active segment, or cut back
-        if segment.size - self._behind_from >= at_least:
-            self._write_behind.add(segment.log_path, self._behind_from, segment.size)  # type: ignore[union-attr]
-            self._behind_from = segment.size
+        size = segment.size
+        end = size if sealed else size - size % TAIL_BYTES
+        if size - self._behind_from >= at_least and end > self._behind_from:
+            self._write_behind.add(segment.log_path, self._behind_from, end)  # type: ignore[union-attr]
+            self._behind_from = end
 
     def _roll_due(self, now_us: int) -> bool:
         """Whether the active segment's first batch is ``segment_roll_us`` old (segment.ms)."""
@@ -292,7 +296,7 @@ class LocalPartitionLog:
         self._unsynced_messages = self._unsynced_bytes = 0
         self._commit.add_sealed(fds, active.log_path)
         if self._write_behind is not None and active is self._behind_segment:
-            self._hand_over(active, 1)  # the sealed segment's last bytes
+            self._hand_over(active, 1, sealed=True)  # the sealed segment's last bytes
         try:
             # the directory entry of the new segment: synced by the same round (a directory
             # fsync waits for the journal, which may be writing the sealed segment's data)
@@ -341,7 +345,11 @@ class LocalPartitionLog:
 
     def _find(self, offset: int) -> int:
         """Index of the segment whose range starts at or below ``offset`` (0 if none)."""
-        return max(0, bisect_right(self._segments, offset, key=lambda s: s.start_offset) - 1)
+        segments = self._segments
+        last = len(segments) - 1
+        if segments[last].start_offset <= offset:  # a reader at the tail: the active segment
+            return last
+        return max(0, bisect_right(segments, offset, key=lambda s: s.start_offset) - 1)
 
     def read(self, start_offset: int, max_messages: int, max_bytes: int, *, nowait: bool = False) -> list[memoryview]:
         """Whole stored batches holding offsets >= ``start_offset``, oldest first.

@@ -14,8 +14,9 @@ alone did not help). Pages the kernel gets back from the cache and hands out
 again at once cost nothing extra, so a server whose cache of written data
 stays bounded pays the same per byte after 10 GB as after 10 MB.
 
-How: each partition log hands every ``CHUNK_BYTES`` it appended (and a sealed
-segment's rest) to :meth:`WriteBehind.add`. A worker thread then
+How: each partition log hands every ``CHUNK_BYTES`` it appended (up to the last
+``TAIL_BYTES`` boundary of its active segment; a sealed segment's rest whole) to
+:meth:`WriteBehind.add`. A worker thread then
 
 * asks the kernel to start writing that range back (``sync_file_range`` with
   ``SYNC_FILE_RANGE_WRITE``: no waiting; RocksDB's ``bytes_per_sync`` and
@@ -63,6 +64,16 @@ from headwater import metrics
 
 CHUNK_BYTES = 4 << 20
 """A log hands its appended bytes over in ranges of at least this many bytes."""
+TAIL_BYTES = 2 << 20
+"""A range handed over from a log's *active* segment ends at a multiple of this many bytes, so
+its writeback never touches the page-cache folio the next append writes into (x86-64's largest
+page-cache folio is 2 MiB, and folios are aligned to their size). Why (session 10,
+docs/benchmarks.md "Produce-ack tail at the 5 ms tick"): writeback of delayed-allocation data
+(ext4) allocates its blocks with that folio locked and the inode's ``i_data_sem`` held, reading
+block bitmaps from the disk when they are not cached; an append into the same folio waited for
+its lock (``__filemap_get_folio``), or, its block now allocated, for ``i_data_sem`` to move the
+on-disk size (``ext4_da_write_end``): the event loop blocked in ``pwrite`` for as long as that
+disk read took (up to hundreds of ms on a shared disk). A sealed segment is handed over whole."""
 CACHE_BYTES = 2 << 30
 """Default ``cache_bytes`` (``[system] write_behind_cache_bytes``)."""
 

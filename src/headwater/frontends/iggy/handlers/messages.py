@@ -60,7 +60,8 @@ def send_route(ctx: Context, stream_id, topic_id, route: str, value) -> tuple[To
     right, and the partition the batch goes to.
 
     For ``route`` "partition" the answer depends only on the request's fields,
-    :func:`send_route_stamp` and the topic's partitions: a connection may keep it and skip this
+    :func:`poll_route_stamp` (what a kept route of either kind depends on) and the topic's
+    partitions: a connection may keep it and skip this
     step for a later SendMessages of the same metadata bytes while the stamp is the same and the
     topic still holds that partition (the Iggy listener does: ``IggyFrontend._send_body``)."""
     t = ctx.broker.topic(stream_id, topic_id)
@@ -68,19 +69,9 @@ def send_route(ctx: Context, stream_id, topic_id, route: str, value) -> tuple[To
     return t, ctx.broker.route(t, route, value)
 
 
-def send_route_stamp(ctx: Context) -> tuple:
-    """What :func:`send_route` reads besides the request and the topic's partitions: the catalog
-    (ids and names of streams and topics: ``Catalog.generation``), the session's permissions
-    (``ctx.user`` and ``ctx.checker``, both replaced at every login and user change) and the
-    Kafka ACLs over them (the ACL store replaces its bindings on every change; the Kafka stream's
-    name). Compare stamps with :func:`same_stamp`."""
-    broker = ctx.broker
-    authorizer = broker.authorizer
-    return broker.catalog.generation, ctx.user, ctx.checker, authorizer.acls.bindings, authorizer.kafka_stream
-
-
 def same_stamp(a: tuple, b: tuple) -> bool:
-    """Whether two :func:`send_route_stamp` stamps are the same (the objects by identity)."""
+    """Whether two :func:`poll_route_stamp` stamps are the same (the user, checker and ACL
+    bindings by identity: cheaper than ``==``, which compares the user's fields)."""
     return a[0] == b[0] and a[1] is b[1] and a[2] is b[2] and a[3] is b[3] and a[4] == b[4]
 
 
@@ -150,17 +141,33 @@ def poll_messages(ctx: Context, req: w.PollMessages):
 def poll_batches(ctx: Context, consumer, stream_id, topic_id, partition_id: int | None, strategy: int,
                  value: int, count: int, auto_commit: bool):
     """PollMessages once decoded (the fields of ``w.poll_messages_fields``): resolve the
-    topic, check the poll right, pick the partition, read from where ``strategy``/``value``
-    say (:class:`PollingKind`), commit when ``auto_commit``. Returns the reply payload as
-    buffers: the 16-byte prefix, then the stored batches (views, never copied). Raises what
-    the broker raises (TopicNotFound, Unauthorized, PartitionNotFound, ConsumerGroupNotFound,
-    CorruptData, ...).
+    topic, check the poll right, pick the partition (:func:`poll_route`), read from where
+    ``strategy``/``value`` say (:class:`PollingKind`), commit when ``auto_commit``
+    (:func:`poll_routed`). Returns the reply payload as buffers: the 16-byte prefix, then the
+    stored batches (views, never copied). Raises what the broker raises (TopicNotFound,
+    Unauthorized, PartitionNotFound, ConsumerGroupNotFound, CorruptData, ...).
 
     Synchronous when every byte to return is in the page cache (the Iggy listener serves it
     from its protocol callbacks); otherwise (a consumer far behind) it returns a coroutine
     that reads them in off the event loop and then returns the payload (or raises): the
     caller awaits it (:meth:`~headwater.core.broker.Broker.read_visible_soon`). The partition
     is picked once, before the read, so a group member's turn is not spent twice."""
+    route = poll_route(ctx, consumer, stream_id, topic_id, partition_id)
+    if type(route) is list:
+        return route
+    return poll_routed(ctx, route[1], route[2], route[3], strategy, value, count, auto_commit)
+
+
+def poll_route(ctx: Context, consumer, stream_id, topic_id, partition_id: int | None):
+    """The first half of :func:`poll_batches` (same arguments less the strategy's, same errors):
+    ``(topic, partition, consumer kind, consumer name)`` to read from, or the whole reply
+    payload (a list) when a group member is not to read (stale assignment: the
+    resync sentinel; no partition assigned: an empty poll).
+
+    For a single consumer (not a group) the answer depends only on the request's fields,
+    :func:`poll_route_stamp` and the topic's partitions: a connection may keep it and skip
+    this step for a later poll of the same fields while the stamp is equal and the topic
+    still holds that partition (the Iggy listener does: ``IggyFrontend._poll_body``)."""
     t = ctx.broker.topic(stream_id, topic_id)
     require(may_poll(ctx, t), "poll messages")
     kind, name = consumer_key(t, consumer)
@@ -172,6 +179,24 @@ def poll_batches(ctx: Context, consumer, stream_id, topic_id, partition_id: int 
         return [w.encode_poll_prefix(w.RESYNC_REQUIRED_PARTITION_ID, 0, 0)]
     if p is None:  # a group member with no partitions assigned
         return [w.encode_poll_prefix(0, 0, 0)]
+    return t, p, kind, name
+
+
+def poll_route_stamp(ctx: Context) -> tuple:
+    """What :func:`poll_route` reads besides the request and the topic's partitions: the catalog
+    (ids and names of streams and topics: ``Catalog.generation``), this session's permissions
+    (``ctx.user`` and ``ctx.checker``, replaced at every login and user change) and the Kafka ACLs over them
+    (the ACL store replaces its list on every change; the Kafka stream's name). Equal stamps:
+    a single consumer's route is still what it was."""
+    broker = ctx.broker
+    authorizer = broker.authorizer
+    return broker.catalog.generation, ctx.user, ctx.checker, authorizer.acls.bindings, authorizer.kafka_stream
+
+
+def poll_routed(ctx: Context, p: Partition, kind: str, name: str, strategy: int, value: int, count: int,
+                auto_commit: bool):
+    """The second half of :func:`poll_batches`: the read from partition ``p`` (of consumer
+    ``kind``/``name``) where ``strategy``/``value`` say, and the commit."""
     if strategy == PollingKind.OFFSET:
         start = value
     elif strategy == PollingKind.TIMESTAMP:
