@@ -1186,11 +1186,11 @@ class Broker:
         transaction). ``nowait``: see :meth:`Partition.read` (NotCached)."""
         p.require_readable()
         pt = self.transactions.peek((p.stream_id, p.topic_id, p.id))
-        pos = max(start_offset, p.log_start_offset)
-        if pt is None:
-            batches, n = p.read(pos, count, max_bytes, nowait=nowait)
+        if pt is None:  # (Partition.read and next_offset_after start at the log start themselves)
+            batches, n = p.read(start_offset, count, max_bytes, nowait=nowait)
             # (the offset after the last frame: gaps compaction left included)
-            return batches, n, p.next_offset_after(batches, pos) if resume else None
+            return batches, n, p.next_offset_after(batches, start_offset) if resume else None
+        pos = max(start_offset, p.log_start_offset)
         lso = pt.last_stable_offset(p.high_watermark)
         out: list = []
         n = size = 0

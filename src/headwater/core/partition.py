@@ -8,11 +8,14 @@ backwards within a partition. Batches arrive already verified
 
 from __future__ import annotations
 
+import struct
 from typing import Awaitable, Callable, NamedTuple
 
 from ..codec import batch as batch_codec
 from ..storage.api import CorruptBatch, CorruptSegment, PartitionLog, RecoveryOutcome, SegmentInfo, SegmentPolicy
 from . import errors
+
+_BASE_COUNT = struct.Struct("<8xQ32xI")  # a stored batch's base_offset (u64 at 8) and message_count (u32 at 48)
 
 
 class Appended(NamedTuple):
@@ -192,14 +195,20 @@ class Partition:
         ``nowait``: raise storage's NotCached (the bytes being read in on a worker thread)
         instead of waiting for bytes that are not in the page cache.
         """
-        self.require_readable()
+        log = self.log
+        if type(log) is RefusingLog:  # (require_readable, inline: every poll reads here)
+            log.read()
         if count <= 0:
             return [], 0
-        start = max(start_offset, self.log_start_offset)
-        if start >= self.log.next_offset:
+        start = log.log_start_offset  # (the log_start_offset property, inline)
+        if self.start_floor > start:
+            start = min(self.start_floor, log.next_offset)
+        if start_offset > start:
+            start = start_offset
+        if start >= log.next_offset:
             return [], 0
         try:
-            stored = self.log.read(start, count, max_bytes, nowait=nowait)
+            stored = log.read(start, count, max_bytes, nowait=nowait)
         except CorruptBatch as e:  # the read began at a damaged batch (reads before it stop short of it)
             raise self._damaged(e) from e
         except CorruptSegment as e:
@@ -207,22 +216,27 @@ class Partition:
         out: list[bytes | memoryview] = []
         total = 0
         size = 0
+        base_count = _BASE_COUNT.unpack_from
         for b in stored:
             if total >= count:
                 break
-            h = batch_codec.read_header(b)
-            n = h.message_count
+            base, n = base_count(b, 0)  # (storage returns whole batches: at least a header and a frame)
             lo = 0
-            if h.base_offset < start:  # the first batch: find its first frame at or past start
-                floor = start - h.base_offset
+            if base < start:  # the first batch: find its first frame at or past start
+                floor = start - base
                 deltas = batch_codec.frame_offset_deltas(b)
                 lo = next((i for i, d in enumerate(deltas) if d >= floor), n)
                 if lo == n:
                     continue
-            hi = min(n, lo + count - total)
-            out.append(b if lo == 0 and hi == n else batch_codec.slice_batch(b, lo, hi))
+            hi = n if lo + count - total >= n else lo + count - total
+            if lo == 0 and hi == n:
+                out.append(b)
+                size += len(b)
+            else:
+                part = batch_codec.slice_batch(b, lo, hi)
+                out.append(part)
+                size += len(part)
             total += hi - lo
-            size += len(out[-1])
         if metered:
             self.messages_out += total
             self.bytes_out += size

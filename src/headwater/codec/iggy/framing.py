@@ -130,8 +130,6 @@ _REPLY_TAIL = struct.Struct("<QQQQQQQQQQB7xI")
 # 128..152 of an eviction: client, server_protocol_version, server_protocol_version_min
 _EVICTION_TAIL = struct.Struct("<QQII")
 _U128 = struct.Struct("<QQ")
-_VIEW_RELEASE = struct.Struct("<II1xB")  # 52..62 of a header: view, release, (command), replica
-_ECHO_TAIL = struct.Struct("<QQB")  # 160..177 of a request: timestamp, request, operation
 _MASK64 = (1 << 64) - 1
 
 
@@ -456,9 +454,6 @@ def encode_reply(
     return reply_header_for(request, len(body), status=status, op=op, commit=commit) + bytes(body)
 
 
-_REPLY_ECHO = struct.Struct("<IIIBB66x16s16s16sQQQQB7xI")  # 48..220 of a reply, from size on
-
-
 def encode_reply_to_head(
     head: bytes | bytearray | memoryview, body: bytes | bytearray = b"", status: int = 0, *, op: int = 0
 ) -> bytes:
@@ -479,27 +474,21 @@ def reply_header_to_head(head: bytes | bytearray | memoryview, body_length: int,
     """The 256-byte reply header of :func:`encode_reply_to_head` for a body of ``body_length``
     bytes sent separately (``transport.writelines([header, *buffers])``): the same bytes as
     ``reply_header_for(decode_request_header(head), body_length, status=status, op=op)``.
-    Does not check ``body_length`` against ``status`` (the caller's job)."""
-    view, release, replica = _VIEW_RELEASE.unpack_from(head, 52)
-    buf = bytearray(HEADER_SIZE)
-    buf[32:48] = head[32:48]
-    _REPLY_ECHO.pack_into(
-        buf,
-        SIZE_OFFSET,
-        HEADER_SIZE + body_length,
-        view,
-        release,
-        HeaderCommand.REPLY,
-        replica,
-        head[144:160],  # request_checksum
-        bytes(16),  # context
-        head[128:144],  # client
-        op,
-        0,  # commit
-        *_ECHO_TAIL.unpack_from(head, 160),  # timestamp, request, operation
-        status,
-    )
-    return bytes(buf)
+    Does not check ``body_length`` against ``status`` (the caller's job). One unpack of the
+    request's echoed fields, one pack of the whole reply (every poll and send builds one)."""
+    cluster, view, release, replica, client, checksum, timestamp, request, operation = _REQUEST_ECHO.unpack_from(head)
+    return _REPLY_WHOLE.pack(cluster, HEADER_SIZE + body_length, view, release, _REPLY_COMMAND, replica, checksum,
+                             client, op, timestamp, request, operation, status)
+
+
+# what a reply echoes of a request: cluster @32, view @52, release @56, replica @61, client @128,
+# request_checksum @144, timestamp @160, request @168, operation @176
+_REQUEST_ECHO = struct.Struct("<32x16s4xII1xB66x16s16sQQB")
+# a whole reply header: cluster @32, size @48, view, release, command @60, replica, request_checksum
+# @128, context (zero) @144, client @160, op @176, commit (zero) @184, timestamp @192, request @200,
+# operation @208, status @216, zeros to 256
+_REPLY_WHOLE = struct.Struct("<32x16sIIIBB66x16s16x16sQ8xQQB7xI36x")
+_REPLY_COMMAND = int(HeaderCommand.REPLY)
 
 
 def decode_reply_header(data: bytes | bytearray | memoryview) -> ReplyHeader:

@@ -21,7 +21,7 @@ import time
 from ... import metrics
 from ...codec.errors import CodecError
 from ...codec.iggy import framing, version
-from ...codec.iggy.codes import COMMAND_TO_OPERATION, Command, HeaderCommand, Operation
+from ...codec.iggy.codes import COMMAND_TO_OPERATION, Command, ConsumerKind, HeaderCommand, Operation
 from ...codec.iggy.commands import COMMANDS
 from ...codec.iggy.commands.messages import encode_send_confirmation, poll_messages_fields, send_messages_fields
 from ...codec.iggy.errors import InvalidOperation
@@ -34,7 +34,7 @@ from ..frames import FrameReader
 from ..listener import IDLE, Connection, Limits
 from . import handlers  # noqa: F401  (registers every handler)
 from .errors import code_for
-from .handlers.messages import append_batch, poll_batches
+from .handlers.messages import append_batch, poll_batches, poll_route, poll_route_stamp, poll_routed
 from .registry import HANDLERS, Context
 from .session import Action, ClientTable, Event, State, Verdict, classify, step
 
@@ -63,6 +63,10 @@ _POLL_TIMED = metrics.request_histogram("iggy", "tcp", metrics.FETCH)
 _TIMED = {_SEND_CODE: _SEND_TIMED, _POLL_CODE: _POLL_TIMED}
 _CODE = struct.Struct("<I")  # the request header's command code at framing.CODE_OFFSET
 _READ_AHEAD = 512  # body bytes a header's receive may stage (see IggyFrontend.serve)
+# a PollMessages body ends in the strategy's kind (u8) and value (u64), count (u32), auto_commit (u8);
+# the bytes before them (consumer, stream, topic, partition) name the poll's route
+_POLL_END = struct.Struct("<BQIB")
+_POLL_ROUTES = 8  # routes a connection keeps (IggyFrontend._poll_body)
 
 
 def _client_of(head: bytes) -> int:
@@ -171,9 +175,8 @@ class IggyFrontend:
                 if fields is not None:
                     return await self._send(ctx, cs, head, fields)
         elif operation == _READ_OPERATION and self.poll_fast_path and self._poll_ready(ctx, cs, head):
-            fields = poll_messages_fields(body)
-            if fields is not None:
-                out = self._poll(ctx, cs, head, fields)
+            out = self._poll_body(ctx, cs, head, body)
+            if out is not None:
                 return out if isinstance(out, (list, bytes)) else await out
         try:
             header = framing.decode_request_header(head)
@@ -315,7 +318,33 @@ class IggyFrontend:
         are sessionless in Iggy: the header's client id and session are not checked)."""
         return _CODE.unpack_from(head, framing.CODE_OFFSET)[0] == _POLL_CODE and self._session_live(ctx, cs, head)
 
-    def _poll(self, ctx: Context, cs: "_ConnState", head: bytes, fields):
+    def _poll_body(self, ctx: Context, cs: "_ConnState", head: bytes, body):
+        """Serve a PollMessages that :meth:`_poll_ready` passed, from its raw ``body``: what
+        :meth:`_poll` returns, or None when ``poll_messages_fields`` does not read the body (the
+        full path answers it then).
+
+        A single consumer's poll keeps its route (:func:`.handlers.messages.poll_route`: topic,
+        partition, permission, consumer key) under the body's bytes before the strategy,
+        ``cs.polls``: a later poll of the same bytes reads straight from that partition while
+        :func:`.handlers.messages.poll_route_stamp` is equal and the topic still holds the
+        partition, with the same reply, status and metrics as resolving it again."""
+        size = len(body)
+        routes = cs.polls
+        if routes and size > _POLL_END.size:
+            at = size - _POLL_END.size
+            route = routes.get(bytes(body[:at]))
+            if route is not None:
+                strategy, value, count, auto_commit = _POLL_END.unpack_from(body, at)
+                t, p = route[1], route[2]
+                if (1 <= strategy <= 5 and route[0] == poll_route_stamp(ctx)
+                        and t.partitions.get(p.id) is p):
+                    return self._poll_reading(ctx, cs, head, route, strategy, value, count, auto_commit != 0)
+        fields = poll_messages_fields(body)
+        if fields is None:
+            return None
+        return self._poll(ctx, cs, head, fields, body)
+
+    def _poll(self, ctx: Context, cs: "_ConnState", head: bytes, fields, body=None):
         """Serve a PollMessages that :meth:`_poll_ready` passed and whose body
         ``poll_messages_fields`` read: the same reply bytes, status and metrics as the full
         path (the reply header, the 16-byte prefix, the stored batches as they were read).
@@ -325,7 +354,31 @@ class IggyFrontend:
         ctx.header = None  # (the full path's decoded header: not built here, no handler reads it)
         t0 = time.perf_counter()
         try:
-            payload = poll_batches(ctx, *fields)
+            consumer = fields[0]
+            if body is None or consumer.kind != ConsumerKind.CONSUMER:
+                payload = poll_batches(ctx, *fields)
+            else:  # a single consumer (its route is never a whole reply): keep it for the next poll
+                stamp = poll_route_stamp(ctx)
+                route = poll_route(ctx, consumer, fields[1], fields[2], fields[3])
+                routes = cs.polls
+                if len(routes) >= _POLL_ROUTES:
+                    routes.clear()
+                routes[bytes(body[:len(body) - _POLL_END.size])] = (stamp, *route)
+                payload = poll_routed(ctx, route[1], route[2], route[3], *fields[4:])
+        except Exception as e:
+            return self._poll_refused(head, e, t0, op)
+        if type(payload) is not list:
+            return self._poll_later(head, payload, t0, op)
+        return self._poll_reply(head, payload, t0, op)
+
+    def _poll_reading(self, ctx: Context, cs: "_ConnState", head: bytes, route: tuple, strategy: int, value: int,
+                      count: int, auto_commit: bool):
+        """:meth:`_poll` of a poll whose kept ``route`` (stamp, topic, partition, kind, name) holds."""
+        op = cs.epoch or 0
+        ctx.header = None
+        t0 = time.perf_counter()
+        try:
+            payload = poll_routed(ctx, route[2], route[3], route[4], strategy, value, count, auto_commit)
         except Exception as e:
             return self._poll_refused(head, e, t0, op)
         if type(payload) is not list:
@@ -579,11 +632,10 @@ class _InlineRequests:
                 return (_REPLY, out)
             self.transport.write(out)
         else:
-            fields = poll_messages_fields(body) if frontend._poll_ready(ctx, cs, head) else None
-            if fields is None:
+            out = frontend._poll_body(ctx, cs, head, body) if frontend._poll_ready(ctx, cs, head) else None
+            if out is None:
                 self.conn.handling()
                 return (_FRAME, head, bytes(body))
-            out = frontend._poll(ctx, cs, head, fields)
             if not isinstance(out, (list, bytes)):  # bytes not in the page cache: read in off the loop
                 self.conn.handling()  # (busy: a shutdown lets it finish)
                 return (_REPLY, out)
@@ -621,12 +673,14 @@ class _InlineRequests:
 
 
 class _ConnState:
-    __slots__ = ("state", "client", "epoch")
+    __slots__ = ("state", "client", "epoch", "polls")
 
     def __init__(self) -> None:
         self.state = State.ANONYMOUS
         self.client: int | None = None  # the client id this connection registered
         self.epoch: int | None = None  # its session epoch
+        # a single consumer's poll route by the body bytes naming it (IggyFrontend._poll_body)
+        self.polls: dict[bytes, tuple] = {}
 
 
 def make_iggy_serve(broker: Broker, config: TcpConfig, data_dir: str = "."):

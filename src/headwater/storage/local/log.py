@@ -345,7 +345,11 @@ class LocalPartitionLog:
 
     def _find(self, offset: int) -> int:
         """Index of the segment whose range starts at or below ``offset`` (0 if none)."""
-        return max(0, bisect_right(self._segments, offset, key=lambda s: s.start_offset) - 1)
+        segments = self._segments
+        last = len(segments) - 1
+        if segments[last].start_offset <= offset:  # a reader at the tail: the active segment
+            return last
+        return max(0, bisect_right(segments, offset, key=lambda s: s.start_offset) - 1)
 
     def read(self, start_offset: int, max_messages: int, max_bytes: int, *, nowait: bool = False) -> list[memoryview]:
         """Whole stored batches holding offsets >= ``start_offset``, oldest first.

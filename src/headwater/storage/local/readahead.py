@@ -36,6 +36,7 @@ import sys
 import threading
 from collections import OrderedDict
 
+from headwater import _native
 from headwater.storage.api import NotCached
 
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
@@ -131,11 +132,13 @@ def cached(fd: int, position: int, length: int) -> bool:
     return _probe(fd, position) and _probe(fd, position + length - 1)
 
 
-NOWAIT_READ_MAX = 32 << 10
+NOWAIT_READ_MAX = 256 << 10
 """Chunks up to this many bytes are read with one ``preadv2(RWF_NOWAIT)`` (:func:`read_nowait`)
-instead of a ``cachestat`` check then a ``pread``: one system call, not two, for the small reads
-of consumers at the tail. (Larger ones keep the check: the zeroed buffer ``preadv`` needs would
-cost more than the call saved.)"""
+instead of a ``cachestat`` check, a one-byte probe and a ``pread``: one system call, not three,
+for the reads of consumers at the tail (a poll of 1000 x 100 B reads ~156 KiB). Larger ones keep
+the check: the zeroed buffer ``preadv`` needs costs more than the calls saved past ~256 KiB
+(session 10, docs/benchmarks.md "Iggy poll: the server's time per poll": 156 KiB 13.3 µs
+against 16.1 µs, 1 MiB 86 µs against 73 µs)."""
 
 _NOWAIT = getattr(os, "RWF_NOWAIT", 0) if hasattr(os, "preadv") else 0
 
@@ -151,9 +154,19 @@ def read_nowait(fd: int, length: int, position: int) -> memoryview | None:
     None when the range is over :data:`NOWAIT_READ_MAX`, the flag is missing or the filesystem
     refuses it (check with :func:`cached` then). After a miss, do not ask :func:`cached`: the
     miss starts the kernel's readahead of the range, whose pages then count as cached while
-    their reads are still in flight (a ``pread`` of them would wait)."""
+    their reads are still in flight (a ``pread`` of them would wait). Compiled
+    (``headwater.storage.local._pread_c``: read into a buffer nothing zeroed first) when built,
+    else :func:`_py_read_nowait`, the reference."""
     if not _NOWAIT or length > NOWAIT_READ_MAX or length <= 0:
         return None
+    if _compiled is None:
+        return _py_read_nowait(fd, length, position)
+    got = _compiled.read_nowait(fd, length, position, _NOWAIT)
+    return MISSED if got is False else got
+
+
+def _py_read_nowait(fd: int, length: int, position: int) -> memoryview | None:
+    """:func:`read_nowait` past its size check, in Python: ``os.preadv`` into a zeroed bytearray."""
     buf = bytearray(length)
     try:
         got = os.preadv(fd, [buf], position, _NOWAIT)
@@ -162,6 +175,24 @@ def read_nowait(fd: int, length: int, position: int) -> memoryview | None:
     except OSError:  # EOPNOTSUPP and the like (a filesystem without it): check instead
         return None
     return memoryview(buf).toreadonly() if got == length else MISSED
+
+
+def use_implementation(name: str) -> str:
+    """Switch :func:`read_nowait` to ``"compiled"`` or ``"python"`` (the tests compare them);
+    returns the previous choice. ValueError for an unknown name or a compiled module not built."""
+    global _compiled
+    previous = "python" if _compiled is None else "compiled"
+    if name == "python":
+        _compiled = None
+    elif name == "compiled" and _built is not None:
+        _compiled = _built
+    else:
+        raise ValueError(f"no {name!r} implementation of read_nowait here")
+    return previous
+
+
+_built = _native.load("headwater.storage.local._pread_c") if _NOWAIT else None
+_compiled = _built
 
 
 WINDOW = 32 << 20

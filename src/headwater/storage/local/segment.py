@@ -555,9 +555,10 @@ class Segment:
                 damage = f"header cut at the end of the data ({end} bytes)"
                 break
             base_offset, base_ts, length, count = unpack_header(head, 0)
-            damage = self._header_problem(position, end, expected, base_offset, length, count)
-            if damage is not None:
-                break
+            if base_offset != expected or count == 0 or length < MIN_BATCH_SIZE or position + length > end:
+                damage = self._header_problem(position, end, expected, base_offset, length, count)
+                if damage is not None:
+                    break
             first, expected = expected, base_offset + count  # (first: the lowest offset it may begin at)
             if expected <= start_offset:
                 # without gaps the batch ends below the start; with them it may reach the next base
@@ -578,7 +579,7 @@ class Segment:
             view = reader.view(position, length)
             if validate:
                 try:
-                    codec_batch.verify(view, check_offset_deltas=False)
+                    codec_batch.verify_batch(view, check_offset_deltas=False)
                 except Exception as exc:  # any codec error: the bytes are not what was written
                     damage = f"verify failed: {exc}"
                     expected = first  # (its base_offset is one of the bytes that may be damaged)

@@ -197,6 +197,62 @@ def test_permission_user_and_catalog_changes_apply_to_the_next_fast_poll(twins):
     assert framing.decode_eviction(eviction).reason == EvictionReason.NO_SESSION and conn.session.closed
 
 
+def _messages(reply: bytes) -> int:
+    assert _status(reply) == 0
+    return w.decode_poll_reply(reply[framing.HEADER_SIZE:])[0].messages_count
+
+
+def test_a_kept_route_follows_acls_renames_deletions_and_recreated_topics(twins):
+    """A single consumer's route is kept per connection (``IggyFrontend._poll_body``): every
+    change it depends on takes effect on the very next poll, still on the fast path."""
+    from headwater.core.acls import AclBinding, AclFilter, Operation as AclOp, PatternType, Permission, ResourceType
+
+    conn, _ = twins
+    broker = conn.frontend.broker
+    routes = conn.session.cs.polls
+    by_name = w.PollMessages(Consumer(ConsumerKind.CONSUMER, 1), "orders", "paid", 0,
+                             PollingStrategy(PollingKind.OFFSET, 0), 1000, False)
+    by_id = w.PollMessages(Consumer(ConsumerKind.CONSUMER, 1), 0, 0, 1, PollingStrategy(PollingKind.FIRST), 1000, False)
+    assert _messages(conn.poll(by_name)) == sum(SIZES) and conn.fast
+    assert len(routes) == 1
+    assert _messages(conn.poll(by_name)) == sum(SIZES) and conn.fast and len(routes) == 1  # the kept route
+    assert _messages(conn.poll(by_id)) == 4 and len(routes) == 2
+
+    deny = AclBinding(ResourceType.TOPIC, "orders.paid", PatternType.LITERAL, "User:alice", "*", AclOp.READ,
+                      Permission.DENY)
+    broker.acls.create([deny])
+    assert _status(conn.poll(by_name)) == 41 and conn.fast  # Unauthorized on the next poll
+    assert _status(conn.poll(by_id)) == 41
+    broker.acls.delete([AclFilter(ResourceType.TOPIC, "orders.paid", PatternType.LITERAL, None, None, AclOp.ANY,
+                                  Permission.ANY)])
+    assert _messages(conn.poll(by_name)) == sum(SIZES) and conn.fast
+
+    broker.delete_partitions(0, 0, 1)  # partition 1 goes: its kept route with it
+    assert _status(conn.poll(by_id)) == 3007 and conn.fast  # PartitionNotFound
+    assert _messages(conn.poll(by_name)) == sum(SIZES)
+
+    broker.update_stream(0, "shipped")  # the stream's old name no longer resolves
+    assert _status(conn.poll(by_name)) == 1009 and conn.fast  # StreamIdNotFound
+    broker.update_stream(0, "orders")
+    assert _messages(conn.poll(by_name)) == sum(SIZES)
+
+    broker.delete_topic(0, 0)
+    broker.create_topic(0, "paid", 1, {})  # the same names, a new empty topic: read, not the old one
+    assert _messages(conn.poll(by_name)) == 0 and conn.fast
+    new = broker.topic("orders", "paid").partition(0)
+    broker.append(new, bytearray(batch_codec.build_batch([batch_codec.Message(b"new")] * 3)))
+    assert _messages(conn.poll(by_name)) == 3 and conn.fast
+
+
+def test_kept_routes_are_bounded_per_connection(twins):
+    conn, _ = twins
+    for i in range(40):  # 40 consumers: 40 different route keys
+        req = w.PollMessages(Consumer(ConsumerKind.CONSUMER, i), 0, 0, 0, PollingStrategy(PollingKind.OFFSET, 0), 1,
+                             False)
+        assert _messages(conn.poll(req)) == 1 and conn.fast
+        assert 1 <= len(conn.session.cs.polls) <= 8
+
+
 def test_session_rules_still_fence_a_fast_poll(twins):
     old, _ = twins
     req = w.PollMessages(Consumer(ConsumerKind.CONSUMER, 1), 0, 0, None, PollingStrategy(PollingKind.OFFSET, 0), 5,

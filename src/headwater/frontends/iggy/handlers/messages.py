@@ -117,17 +117,33 @@ def poll_messages(ctx: Context, req: w.PollMessages):
 def poll_batches(ctx: Context, consumer, stream_id, topic_id, partition_id: int | None, strategy: int,
                  value: int, count: int, auto_commit: bool):
     """PollMessages once decoded (the fields of ``w.poll_messages_fields``): resolve the
-    topic, check the poll right, pick the partition, read from where ``strategy``/``value``
-    say (:class:`PollingKind`), commit when ``auto_commit``. Returns the reply payload as
-    buffers: the 16-byte prefix, then the stored batches (views, never copied). Raises what
-    the broker raises (TopicNotFound, Unauthorized, PartitionNotFound, ConsumerGroupNotFound,
-    CorruptData, ...).
+    topic, check the poll right, pick the partition (:func:`poll_route`), read from where
+    ``strategy``/``value`` say (:class:`PollingKind`), commit when ``auto_commit``
+    (:func:`poll_routed`). Returns the reply payload as buffers: the 16-byte prefix, then the
+    stored batches (views, never copied). Raises what the broker raises (TopicNotFound,
+    Unauthorized, PartitionNotFound, ConsumerGroupNotFound, CorruptData, ...).
 
     Synchronous when every byte to return is in the page cache (the Iggy listener serves it
     from its protocol callbacks); otherwise (a consumer far behind) it returns a coroutine
     that reads them in off the event loop and then returns the payload (or raises): the
     caller awaits it (:meth:`~headwater.core.broker.Broker.read_visible_soon`). The partition
     is picked once, before the read, so a group member's turn is not spent twice."""
+    route = poll_route(ctx, consumer, stream_id, topic_id, partition_id)
+    if type(route) is list:
+        return route
+    return poll_routed(ctx, route[1], route[2], route[3], strategy, value, count, auto_commit)
+
+
+def poll_route(ctx: Context, consumer, stream_id, topic_id, partition_id: int | None):
+    """The first half of :func:`poll_batches` (same arguments less the strategy's, same errors):
+    ``(topic, partition, consumer kind, consumer name)`` to read from, or the whole reply
+    payload (a list) when a group member is not to read (stale assignment: the
+    resync sentinel; no partition assigned: an empty poll).
+
+    For a single consumer (not a group) the answer depends only on the request's fields,
+    :func:`poll_route_stamp` and the topic's partitions: a connection may keep it and skip
+    this step for a later poll of the same fields while the stamp is equal and the topic
+    still holds that partition (the Iggy listener does: ``IggyFrontend._poll_body``)."""
     t = ctx.broker.topic(stream_id, topic_id)
     require(may_poll(ctx, t), "poll messages")
     kind, name = consumer_key(t, consumer)
@@ -139,6 +155,24 @@ def poll_batches(ctx: Context, consumer, stream_id, topic_id, partition_id: int 
         return [w.encode_poll_prefix(w.RESYNC_REQUIRED_PARTITION_ID, 0, 0)]
     if p is None:  # a group member with no partitions assigned
         return [w.encode_poll_prefix(0, 0, 0)]
+    return t, p, kind, name
+
+
+def poll_route_stamp(ctx: Context) -> tuple:
+    """What :func:`poll_route` reads besides the request and the topic's partitions: the catalog
+    (ids and names of streams and topics: ``Catalog.generation``), this session's permissions
+    (``ctx.user`` and ``ctx.checker``, replaced at every login and user change) and the Kafka ACLs over them
+    (the ACL store replaces its list on every change; the Kafka stream's name). Equal stamps:
+    a single consumer's route is still what it was."""
+    broker = ctx.broker
+    authorizer = broker.authorizer
+    return broker.catalog.generation, ctx.user, ctx.checker, authorizer.acls.bindings, authorizer.kafka_stream
+
+
+def poll_routed(ctx: Context, p: Partition, kind: str, name: str, strategy: int, value: int, count: int,
+                auto_commit: bool):
+    """The second half of :func:`poll_batches`: the read from partition ``p`` (of consumer
+    ``kind``/``name``) where ``strategy``/``value`` say, and the commit."""
     if strategy == PollingKind.OFFSET:
         start = value
     elif strategy == PollingKind.TIMESTAMP:
