@@ -20,6 +20,7 @@ EXTENSIONS: list[tuple[str, str]] = [
     ("headwater.codec._batch_c", "src/headwater/codec/_batch_c.pyx"),
     ("headwater.codec.kafka._convert_c", "src/headwater/codec/kafka/_convert_c.pyx"),
     ("headwater.storage.local._pread_c", "src/headwater/storage/local/_pread_c.pyx"),
+    ("headwater.storage.local._sync_c", "src/headwater/storage/local/_sync_c.pyx"),
 ]
 
 

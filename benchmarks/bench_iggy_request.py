@@ -19,7 +19,8 @@ server after server runs, one request at a time (each reply read before the next
 
 Per pass, client and server it prints the server's CPU time per request (``/proc/<pid>/stat``,
 user + system: the kernel's socket work in the server's calls counts) in µs, and per million
-messages in s, with the wall time per request, and the machine's page-cache write cost measured
+messages in s, the part of it on the event loop's thread (``/proc/<pid>/task/<pid>/stat``; the
+rest is the other threads': group-commit fdatasyncs, write-behind, executors), with the wall time per request, and the machine's page-cache write cost measured
 just before (``machine_state.page_cache_cost``: on this VM new memory costs a host fault per page,
 and that, not the server, decides much of the system CPU; ``--warm-memory GIB`` touches and releases
 that much memory before each measurement). Numbers only; nothing asserts a speed.
@@ -87,7 +88,7 @@ FSYNC_OFF = {"enforce_fsync": "false", "messages_required_to_save": str(16 * 102
 
 def main() -> None:
     from bench_iggy_poll import RawPoller, sdk_client, sdk_pass
-    from compare_servers import Headwater
+    from compare_servers import Headwater, cpu_seconds
     from machine_state import page_cache_cost, warm_memory
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -117,16 +118,17 @@ def main() -> None:
             raw = RawSender(server.iggy, args.size, args.batch)
             raw.run(args.requests)  # something to poll, and a warm server
             server.clients = (loop, sdk, raw, RawPoller(server.iggy, args.size, args.batch))
-        print("| pass | server | client | requests | wall µs/req | server CPU µs/req | server CPU s/M | "
+        print("| pass | server | client | requests | wall µs/req | server CPU µs/req | of it loop thread | server CPU s/M | "
               "page cache ms/MiB | load |")
-        print("|---|---|---|---:|---:|---:|---:|---:|---|")
+        print("|---|---|---|---:|---:|---:|---:|---:|---:|---|")
         for n in range(args.passes):
             for i, server in enumerate(servers):
                 loop, sdk, raw, poller = server.clients
                 for kind in clients:
                     warm_memory(args.warm_memory)
                     probe = page_cache_cost(str(base))
-                    s0, t0 = server.cpu(), time.perf_counter()
+                    main = f"{server.pid}/task/{server.pid}"  # the event loop's thread
+                    s0, m0, t0 = server.cpu(), cpu_seconds(main), time.perf_counter()
                     if kind == "send":
                         raw.run(args.requests)
                         requests = args.requests
@@ -137,9 +139,10 @@ def main() -> None:
                         requests = poller.run(args.requests * args.batch)
                     else:
                         requests = loop.run_until_complete(sdk_pass(sdk, args.requests * args.batch, args.batch))
-                    wall, scpu = time.perf_counter() - t0, server.cpu() - s0
+                    wall, scpu, mcpu = time.perf_counter() - t0, server.cpu() - s0, cpu_seconds(main) - m0
                     print(f"| {n + 1} | {pythons[i]} | {kind} | {requests} | {wall / requests * 1e6:.0f} | "
-                          f"{scpu / requests * 1e6:.0f} | {scpu / (requests * args.batch) * 1e6:.3f} | "
+                          f"{scpu / requests * 1e6:.0f} | {mcpu / requests * 1e6:.0f} | "
+                          f"{scpu / (requests * args.batch) * 1e6:.3f} | "
                           f"{probe:.2f} | {os.getloadavg()[0]:.1f} |", flush=True)
     finally:
         for server in servers:

@@ -66,10 +66,12 @@ decrypted bytes through the same ``get_buffer`` / ``buffer_updated`` calls.
 from __future__ import annotations
 
 import asyncio
+import sys
 from typing import Awaitable, Callable
 
 _INITIAL = 16 * 1024  # staging buffer bytes, allocated at the first read (an idle connection holds none)
 _MIN_FREE = 4 * 1024  # a recv into the staging buffer gets at least this much room
+_SPARE_MAX = 1 << 20  # the largest served body a connection keeps to receive the next one into
 
 
 class FrameReader:
@@ -77,7 +79,7 @@ class FrameReader:
 
     __slots__ = ("_buf", "_view", "_start", "_end", "_limit", "_frame", "_filled", "_into_frame",
                  "_want", "_cap", "_waiter", "_eof", "_exc", "_transport", "_paused", "_loop", "_inline",
-                 "_inline_head", "_handoff")
+                 "_inline_head", "_handoff", "_spare")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, limit: int = 1 << 20):
         self._loop = loop  # (asyncio.get_running_loop() costs a getpid() syscall per call on 3.11)
@@ -99,6 +101,7 @@ class FrameReader:
         self._inline = None  # the inline server while serve_inline waits (see the module doc)
         self._inline_head: bytes | None = None  # the header of the frame whose body is received inline
         self._handoff: object = None  # what inline.serve handed to the coroutine
+        self._spare: bytearray | None = None  # a served inline body nobody kept (see _inline_frame_in)
 
     # ------------------------------------------------------------------ protocol side
     def set_transport(self, transport: asyncio.BaseTransport) -> None:
@@ -208,7 +211,11 @@ class FrameReader:
                 self._consumed(start + n)
                 self._served(head, body)
                 continue
-            frame = bytearray(n)
+            frame, self._spare = self._spare, None
+            # the spare (see _inline_frame_in) when of this size and referred to by nothing but
+            # this frame (``frame`` and getrefcount's argument): then nothing can see it change
+            if frame is None or len(frame) != n or sys.getrefcount(frame) != 2:
+                frame = bytearray(n)
             view = memoryview(frame)
             view[:staged] = self._view[start:self._end]  # memoryview to memoryview: one copy
             self._consumed(self._end)
@@ -217,10 +224,21 @@ class FrameReader:
             return
 
     def _inline_frame_in(self) -> None:
+        """A body received in place is in: serve its frame. A body served without a handoff is
+        kept as the spare (up to ``_SPARE_MAX`` bytes): the next frame of the same size is
+        received into it instead of a new zero-filled ``bytearray`` (for 1000 x 100 B sends:
+        148 KiB that malloc maps, the kernel faults in and zeroes, and memset zeroes again, per
+        request; docs/benchmarks.md, session 10), provided nothing else refers to it by then
+        (no handler, storage or view kept the bytes: its reference count says so)."""
         frame, head = self._frame, self._inline_head
         self._frame = self._inline_head = None
         self._into_frame = False
-        self._served(head, frame.obj)  # type: ignore[union-attr,arg-type]
+        body = frame.obj  # type: ignore[union-attr]
+        del frame
+        self._served(head, body)  # type: ignore[arg-type]
+        if self._handoff is None and len(body) <= _SPARE_MAX:
+            self._spare = body
+        del body
         if self._inline is not None and self._start != self._end:
             self._serve_staged()
 

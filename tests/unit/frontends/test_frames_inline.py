@@ -154,3 +154,68 @@ def test_a_handoff_made_as_the_wait_is_cancelled_is_dropped():
     outcome, dropped = asyncio.run(go())
     assert outcome == "cancelled"
     assert dropped == [("handed", b"payload")]
+
+
+class Keeper(Toy):
+    """Records each inline body object; ``keep``: holds on to every body (as storage or a
+    handler keeping the bytes would), so none may be reused."""
+
+    def __init__(self, keep: bool):
+        super().__init__()
+        self.keep = keep
+        self.bodies: list = []
+        self.ids: list[int] = []
+
+    def serve(self, head: bytes, body: bytearray):
+        self.ids.append(id(body))
+        if self.keep:
+            self.bodies.append(body)
+        return super().serve(head, body)
+
+
+def _one_at_a_time(bodies: list[bytes], toy: Toy) -> list:
+    """Each frame sent whole after the previous one was served, its body in two pieces (so it is
+    received in place, not copied out of the staging buffer)."""
+    async def go():
+        loop = asyncio.get_running_loop()
+        ours, theirs = socket.socketpair()
+
+        async def connected(reader, writer):
+            while await reader.serve_inline(toy, 16) is not None:
+                pass
+
+        transport, _ = await loop.connect_accepted_socket(lambda: FrameProtocol(connected, 1 << 16), ours)
+        try:
+            for i, b in enumerate(bodies):
+                wire = frame(INLINE, b)
+                theirs.sendall(wire[:100])
+                await asyncio.sleep(0.005)
+                theirs.sendall(wire[100:])
+                deadline = loop.time() + 10
+                while len(toy.seen) <= i:
+                    assert loop.time() < deadline
+                    await asyncio.sleep(0.001)
+            return toy.seen
+        finally:
+            transport.close()
+            theirs.close()
+
+    return asyncio.run(go())
+
+
+def test_a_served_body_nobody_kept_receives_the_next_frame_of_its_size():
+    bodies = [bytes([i]) * 50_000 for i in range(1, 5)] + [b"z" * 40_000, bytes([9]) * 50_000]
+    toy = Keeper(keep=False)
+    seen = _one_at_a_time(bodies, toy)
+    assert [b for _, _, b in seen] == bodies  # every frame whole, whatever buffer it came in
+    assert len(set(toy.ids[:4])) == 1  # the same bytearray, received into again
+    assert toy.ids[4] != toy.ids[0]  # another size: a new one
+
+
+def test_a_body_still_referred_to_is_never_received_into_again():
+    bodies = [bytes([i]) * 50_000 for i in range(1, 6)]
+    toy = Keeper(keep=True)
+    seen = _one_at_a_time(bodies, toy)
+    assert [b for _, _, b in seen] == bodies
+    assert len(set(toy.ids)) == len(bodies)
+    assert [bytes(b) for b in toy.bodies] == bodies  # what was kept is unaltered

@@ -18,6 +18,7 @@ import threading
 import pytest
 
 from headwater.storage.api import SegmentPolicy, StorageError, SyncFailed
+from headwater.storage.local import flusher as flusher_module
 from headwater.storage.local.flusher import FLUSHER_THREADS, Flusher
 from headwater.storage.local.log import LocalPartitionLog
 
@@ -27,9 +28,19 @@ from storage_batches import stamped_batch
 FSYNC = SegmentPolicy(enforce_fsync=True)
 
 
+@pytest.fixture(params=["compiled", "python"])
+def native(request) -> bool:
+    """Every test runs on both kinds of worker: the compiled one (``_sync_c``: the round
+    without the GIL) and the pure-Python reference."""
+    if request.param == "compiled" and flusher_module._sync_c is None:
+        pytest.skip("headwater.storage.local._sync_c is not built (or HEADWATER_NO_EXTENSIONS=1)")
+    return request.param == "compiled"
+
+
 @pytest.fixture
-def flusher():
-    f = Flusher()
+def flusher(native):
+    f = Flusher(native=native)
+    assert f.native is native
     yield f
     f.close()
 
@@ -539,10 +550,10 @@ def test_eio_syncing_a_sealed_segment_on_a_failing_disk_fences_the_log(make_log,
     log.close()  # fenced: closes without syncing
 
 
-def test_rounds_of_different_logs_run_on_up_to_the_flusher_threads_at_once(tmp_path):
+def test_rounds_of_different_logs_run_on_up_to_the_flusher_threads_at_once(tmp_path, native):
     """Jobs blocked in their worker do not hold up others while fewer than ``threads``
     are busy; past that, a job waits its turn and still runs."""
-    flusher = Flusher(threads=3)
+    flusher = Flusher(threads=3, native=native)
     gate = threading.Event()
     running = threading.Semaphore(0)
     ran = []

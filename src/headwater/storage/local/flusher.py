@@ -83,13 +83,16 @@ import time
 import weakref
 from typing import Callable
 
-from headwater import metrics
+from headwater import _native, metrics
 from headwater.storage.api import StorageError, SyncFailed
 
 from .writebehind import CACHE_BYTES, WriteBehind
 
 FLUSHER_THREADS = 4
 """Worker threads per engine: how many partitions can be in a sync at the same time."""
+
+# the compiled workers (rounds run without the GIL), or None: the pure-Python workers below
+_sync_c = _native.load("headwater.storage.local._sync_c")
 
 
 def fdatasync_all(fds: list[int]) -> tuple[int, OSError | None, float]:
@@ -138,9 +141,18 @@ class Flusher:
     ``write_behind`` (:mod:`.writebehind`, ``write_behind_cache_bytes`` bytes of
     appended data left cached; 0 = off) runs on its own thread: the logs hand it
     what they append.
+
+    ``native`` (default: when built): the workers are :mod:`._sync_c`'s, which run a
+    round (fdatasync, close, result) without the GIL and take it only to call the loop
+    back; False: the pure-Python workers (the reference; ``HEADWATER_NO_EXTENSIONS=1``).
+    Both behave the same (``tests/unit/storage/test_flusher.py`` runs on both).
     """
 
-    def __init__(self, threads: int = FLUSHER_THREADS, write_behind_cache_bytes: int = CACHE_BYTES):
+    def __init__(self, threads: int = FLUSHER_THREADS, write_behind_cache_bytes: int = CACHE_BYTES,
+                 native: bool | None = None):
+        if native and _sync_c is None:
+            raise RuntimeError("the compiled flusher (headwater.storage.local._sync_c) is not available")
+        self._native = _sync_c.SyncQueue() if (_sync_c is not None if native is None else native) else None
         self._max_threads = threads
         self._threads: list[threading.Thread] = []
         self._jobs: queue.SimpleQueue = queue.SimpleQueue()
@@ -175,6 +187,10 @@ class Flusher:
         """
         if self._shut:
             raise RuntimeError("the flusher is closed")
+        if self._native is not None:
+            self._native_worker()
+            self._native.submit_call(job)
+            return
         self._last_submitted = next(self._submitted)
         # jobs submitted minus jobs finished (read without a lock: a stale count only
         # starts a thread early, up to the cap, or leaves the job queued behind a busy one)
@@ -185,6 +201,30 @@ class Flusher:
             if len(self._threads) == 1:
                 _at_exit(self)
         self._jobs.put(job)
+
+    @property
+    def native(self) -> bool:
+        """Whether rounds run on the compiled workers (:mod:`._sync_c`)."""
+        return self._native is not None
+
+    def submit_round(self, round_, fds: list[int], wake: bool) -> None:
+        """Queue a compiled round (``round_``: a new ``_sync_c.Round``) over ``fds``, which the
+        worker closes, all of them, once it synced them (RuntimeError once closed: the fds are
+        then still the caller's). Only when :attr:`native`."""
+        if self._shut:
+            raise RuntimeError("the flusher is closed")
+        self._native_worker()
+        self._native.submit_round(round_, fds, wake)  # type: ignore[union-attr]
+
+    def _native_worker(self) -> None:
+        """Start a compiled worker when none is waiting for a job (up to ``threads``)."""
+        if self._native.idle_workers() == 0 and len(self._threads) < self._max_threads:  # type: ignore[union-attr]
+            t = threading.Thread(target=self._native.run, name=f"headwater-fsync_{len(self._threads)}",  # type: ignore[union-attr]
+                                 daemon=True)
+            self._threads.append(t)
+            t.start()
+            if len(self._threads) == 1:
+                _at_exit(self)
 
     def _work(self) -> None:
         get = self._jobs.get
@@ -202,10 +242,15 @@ class Flusher:
         """Wait for rounds in flight and queued write-behind work, then stop the threads."""
         if not self._shut:
             self._shut = True
-            for _ in self._threads:
-                self._jobs.put(None)  # after every queued round: FIFO
+            if self._native is not None:
+                self._native.shutdown()  # the workers finish every queued job first
+            else:
+                for _ in self._threads:
+                    self._jobs.put(None)  # after every queued round: FIFO
             for t in self._threads:
                 t.join()
+            if self._native is not None:
+                self._native.release()
         self.write_behind.close()
 
 
@@ -245,7 +290,8 @@ class GroupCommit:
 
     __slots__ = (
         "flusher", "where", "_targets", "_sync_inline", "_waiters", "_wanted", "_scheduled", "_round",
-        "_failure", "_closed", "_sealed", "_round_done", "_round_result", "_round_waiters", "_round_sealed", "_round_fds",
+        "_failure", "_closed", "_sealed", "_returned", "_round_result", "_round_waiters", "_round_sealed", "_round_fds",
+        "_native_round", "_loop",
     )
 
     def __init__(self, flusher: Flusher, where: str, targets: Callable[[], list[int]], sync_inline: Callable[[], None]):
@@ -257,8 +303,10 @@ class GroupCommit:
         self._wanted = False  # a round without waiters was asked for (periodic sync)
         self._scheduled = False  # a round start is queued with call_soon
         self._round = False  # a round is in flight or returned and not yet settled
-        self._round_done = False  # its worker returned (set by the worker)
+        self._returned = False  # its (pure-Python) worker returned (set by the worker)
         self._round_result: tuple[int, OSError | None, float] = (0, None, 0.0)  # set by the worker
+        self._native_round = None  # the round on a compiled worker (a _sync_c.Round), or None
+        self._loop: asyncio.AbstractEventLoop | None = None  # the loop a compiled round calls back
         self._round_waiters: list[asyncio.Future] = []  # the round's waiters and sealed fds
         self._round_sealed: list[tuple[int, str]] = []
         self._round_fds: list[int] = []  # the round's dup'd fds, closed once it returned
@@ -312,6 +360,12 @@ class GroupCommit:
             self._drop_sealed(list(self._sealed))
 
     @property
+    def _round_done(self) -> bool:
+        """The round's worker returned (its result is final)."""
+        r = self._native_round
+        return r.done() if r is not None else self._returned
+
+    @property
     def round_in_flight(self) -> bool:
         """A round was started and the loop has not settled it yet."""
         return self._round
@@ -350,6 +404,8 @@ class GroupCommit:
             self._waiters.append(fut)
         else:
             self._wanted = True
+        if self._native_round is not None:
+            self._native_round.ask()  # (a compiled worker reads this flag, not the two above)
         # "asked" is set above, "done" read here: see the module docstring
         if (not self._round or self._round_done) and not self._scheduled:
             self._scheduled = True
@@ -402,15 +458,31 @@ class GroupCommit:
             for fd, _ in sealed:
                 fds.append(os.dup(fd))
             fds += self._targets()
-            self._round_waiters, self._round_sealed, self._round_fds = waiters, sealed, fds
-            self._round_done, self._round = False, True
-            self.flusher.submit(lambda: self._run(loop, fds, bool(waiters or sealed)))
+            flusher = self.flusher
+            if flusher.native:
+                self._loop = loop
+                r = _sync_c.Round(self._wake)
+                flusher.submit_round(r, fds, bool(waiters or sealed))  # the worker closes the fds
+                self._round_waiters, self._round_sealed, self._round_fds = waiters, sealed, []
+                self._native_round, self._round = r, True
+            else:
+                self._round_waiters, self._round_sealed, self._round_fds = waiters, sealed, fds
+                self._returned, self._round = False, True
+                flusher.submit(lambda: self._run(loop, fds, bool(waiters or sealed)))
         except (OSError, RuntimeError) as exc:  # no fd left to dup, or the flusher was shut down:
             for fd in fds:  # these waiters cannot be made durable
                 os.close(fd)
             self._round, self._round_waiters, self._round_sealed = False, [], []
             self._waiters = waiters + self._waiters
             self.fence(exc)
+
+    def _wake(self) -> None:
+        """A compiled round's call back (on its worker, with the GIL): :meth:`_start` on the loop."""
+        loop = self._loop
+        try:
+            loop.call_soon_threadsafe(self._start, loop)  # type: ignore[union-attr]
+        except RuntimeError:  # the loop is closed: nobody is left to tell
+            pass
 
     def _run(self, loop: asyncio.AbstractEventLoop, fds: list[int], wake: bool) -> None:
         """The round, in a worker: fdatasync ``fds`` (closing them), store the result,
@@ -422,7 +494,7 @@ class GroupCommit:
             result = (0, OSError(str(exc)), 0.0)
         error = result[1]
         self._round_result = result
-        self._round_done = True
+        self._returned = True
         # the loop closes the fds when it settles the round (one GIL hand-off less here);
         # a log closed meanwhile settles nothing more: then this thread closes them. "done"
         # is set above and "closed" read here, the loop does the opposite (close())
@@ -440,7 +512,14 @@ class GroupCommit:
         fence on failure, else close its sealed fds and complete its waiters."""
         if not self._round or not self._round_done:
             return
-        waiters, sealed, (calls, error, seconds) = self._round_waiters, self._round_sealed, self._round_result
+        r = self._native_round
+        if r is not None:
+            calls, errno, seconds = r.result()
+            error = OSError(errno, os.strerror(errno)) if errno else None
+            self._native_round = None
+        else:
+            calls, error, seconds = self._round_result
+        waiters, sealed = self._round_waiters, self._round_sealed
         close_fds(self._round_fds)
         self._round, self._round_waiters, self._round_sealed, self._round_fds = False, [], [], []
         flusher = self.flusher
