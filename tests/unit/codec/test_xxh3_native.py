@@ -85,7 +85,11 @@ def test_a_disagreeing_library_is_refused_and_the_references_are_used():
                           timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     version = proc.stdout.split("version: ", 1)[1].split("\n", 1)[0]
-    assert version.startswith("headwater ") and "(hot loops: python (extension failed to import: " in version
+    # the loops that hash fall back to their references; the page-cache read hashes nothing (stays compiled)
+    assert version.startswith("headwater ") and "(hot loops: mixed (" in version
+    for name in ("_batch_c", "_convert_c"):
+        assert f"{name}=python (extension failed to import: " in version
+    assert "_pread_c=compiled" in version
     assert "XXH3_64bits_dispatch in " in version and "disagrees with xxhash.xxh3_64_intdigest" in version
     assert "libxxhash.so.0" in version  # every candidate was tried
     assert "references: ok" in proc.stdout
