@@ -70,6 +70,16 @@ the log's "asked" flags to decide whether to wake the loop. The loop closes the
 round's fds when it settles it (so the worker does not take the GIL back once
 more after an ``os.close``); for a log closed while its round ran, the worker
 closes them (``close_fds``: exactly once, whichever side gets there).
+
+Compiled workers (:mod:`._sync_c`, the default where built): the same rounds,
+but the worker runs one (fdatasync each fd in order, close every fd, store
+calls / errno / seconds, mark it done) without the GIL, and takes the GIL only
+to call the loop back, in the same cases as above. The loop's "asked" is then a
+flag of the round (``Round.ask``, set by :meth:`GroupCommit.request` while a
+round is in flight) read by the worker with sequentially consistent atomics
+instead of the GIL's ordering; the worker always closes the round's fds. The
+pure-Python workers are the reference (``Flusher(native=False)``,
+``HEADWATER_NO_EXTENSIONS=1``); the tests run on both.
 """
 
 from __future__ import annotations
