@@ -40,6 +40,7 @@ from headwater.codec import batch as batch_codec
 from headwater.codec.iggy.codes import Command, ConsumerKind, Operation, PollingKind
 from headwater.codec.iggy.commands import groups as wg
 from headwater.codec.iggy.commands import messages as wm
+from headwater.codec.iggy.commands import offsets as wo
 from headwater.codec.iggy.commands import partitions as wpart
 from headwater.codec.iggy.commands import streams as ws
 from headwater.codec.iggy.commands import topics as wtop
@@ -95,6 +96,11 @@ def offsets_of(reply_body: bytes) -> list[int]:
         h = batch_codec.read_header(b)
         out += [h.base_offset + f.offset_delta for f in batch_codec.iter_frames(b)]
     return out
+
+
+def tuple_address(address: str) -> tuple[str, int]:
+    host, port = address.rsplit(":", 1)
+    return host, int(port)
 
 
 def ok(a) -> bool:
@@ -236,6 +242,18 @@ def test_a_kept_route_follows_permissions_users_and_logins_on_the_same_connectio
         keeper.client ^= 2
         keeper.login("poller", "secret")
         assert answer(keeper, body) == allowed
+        # the user deactivated: refused while inactive, served again once active
+        assert ok(root.call_request(wu.UpdateUser(poller, None, 2)))
+        a = answer(keeper, body)
+        assert a[:2] != ("reply", 0), a[:2]
+        if a[0] == "eviction":
+            keeper.close()
+            keeper.sock = socket.create_connection(tuple_address(server.iggy_address))
+        assert ok(root.call_request(wu.UpdateUser(poller, None, 1)))
+        if a[0] == "eviction":
+            keeper.client ^= 4
+            keeper.login("poller", "secret")
+        assert answer(keeper, body) == allowed
         # the user deleted: the session ends, nothing is served from the kept route
         assert ok(root.call_request(wu.DeleteUser("poller")))
         keeper.send(keeper.frame(POLL, body))
@@ -316,6 +334,10 @@ def test_the_same_route_bytes_with_other_strategies_counts_and_commits(server, r
         assert seen == list(range(15))
         rest = fresh_answer(server, poll_body("ss", "st", 0, consumer=9, kind=PollingKind.NEXT, count=100))
         assert offsets_of(rest[2]) == list(range(15, 20))
+        # an offset stored from another connection: the next NEXT through the kept route starts after it
+        assert ok(root.call_request(wo.StoreConsumerOffset(Consumer(ConsumerKind.CONSUMER, 9), "ss", "st", 0, 4)))
+        got = answer(keeper, poll_body("ss", "st", 0, consumer=9, kind=PollingKind.NEXT, count=2, auto_commit=True))
+        assert offsets_of(got[2]) == [5, 6]
         # auto_commit byte values other than 0 and 1 commit as the full path does
         body = poll_body("ss", "st", 0, consumer=10, kind=PollingKind.NEXT, count=2)
         body = body[:-1] + b"\x07"
@@ -672,3 +694,85 @@ def test_a_consumer_at_the_tail_follows_segments_rolling_between_its_polls(fresh
     assert got == sent
     segments = [f for _, _, files in os.walk(server.data_dir) for f in files if f.endswith(".log")]
     assert len(segments) > 3  # it did roll
+
+
+def _produce_until_killed(server, topics: list[str], kill_after: float) -> dict[str, list[bytes]]:
+    """One pipelining connection per topic (partition 0): frames of one size sent back to back
+    by a writer thread, replies read by another; SIGKILL after ``kill_after`` seconds. Returns
+    the acknowledged payloads per topic, in order."""
+    acked: dict[str, list[bytes]] = {t: [] for t in topics}
+    threads = []
+    conns = []
+    for n, topic in enumerate(topics):
+        conn = RawConnection(server.iggy_address)
+        conn.login()
+        conns.append(conn)
+        in_flight: list[list[bytes]] = []
+        lock = threading.Lock()
+        rng = random.Random(n)
+
+        def write(conn=conn, topic=topic, in_flight=in_flight, lock=lock, rng=rng):
+            k = 0
+            try:
+                while True:
+                    payloads = [_payload(b"%s-%d" % (topic.encode(), k), i, 900, rng) for i in range(50)]
+                    frame = _send_frame(conn, "kill", topic, 0, payloads)
+                    with lock:
+                        in_flight.append(payloads)
+                    conn.send(frame)
+                    k += 1
+            except OSError:
+                return
+
+        def read(conn=conn, topic=topic, in_flight=in_flight, lock=lock):
+            try:
+                while True:
+                    a = conn.read()
+                    assert a.kind == "reply" and a.status == 0, a
+                    with lock:
+                        acked[topic] += in_flight.pop(0)
+            except (OSError, Exception):  # the kill: the connection ends mid-reply
+                return
+
+        threads += [threading.Thread(target=write), threading.Thread(target=read)]
+    for t in threads:
+        t.start()
+    time.sleep(kill_after)
+    server.kill()
+    for t in threads:
+        t.join(30)
+    for c in conns:
+        c.close()
+    return acked
+
+
+def test_sigkill_during_pipelined_sends_loses_and_alters_nothing_acknowledged(fresh_server):
+    import subprocess
+    import sys
+
+    server = fresh_server
+
+    async def setup():
+        c = await sdk_client(server)
+        await c.create_stream("kill")
+        await c.create_topic("kill", "fsync", 1, options={"enforce_fsync": "true"})
+        await c.create_topic("kill", "plain", 1)
+    run(setup())
+    rng = random.Random(99)
+    total = {"fsync": [], "plain": []}
+    for _ in range(3):
+        acked = _produce_until_killed(server, list(total), rng.uniform(0.5, 1.5))
+        verify = subprocess.run([sys.executable, "-m", "headwater", "verify", str(server.data_dir)],
+                                capture_output=True, text=True, timeout=300)
+        assert verify.returncode == 0, verify.stdout[-3000:] + verify.stderr[-3000:]
+        server.start()
+        with RawConnection(server.iggy_address) as c:
+            c.login()
+            for topic, payloads in acked.items():
+                total[topic] += payloads
+                stored = _read_all(c, "kill", topic, 0)
+                assert all(_self_checks(p) for p in stored)
+                assert stored[:len(total[topic])] == total[topic], topic
+                total[topic] = stored  # what was stored unacknowledged stays: the next round follows it
+    assert all(len(v) > 100 for v in total.values()), {k: len(v) for k, v in total.items()}
+    healthy(server)
