@@ -776,3 +776,63 @@ def test_sigkill_during_pipelined_sends_loses_and_alters_nothing_acknowledged(fr
                 total[topic] = stored  # what was stored unacknowledged stays: the next round follows it
     assert all(len(v) > 100 for v in total.values()), {k: len(v) for k, v in total.items()}
     healthy(server)
+
+
+def test_pipelined_polls_and_catalog_changes_on_one_connection_stay_in_order(server, root):
+    """Poll (kept route), delete the topic, make it again, send, poll: written back to back on
+    one connection, answered in order, the last poll reading the new topic."""
+    assert ok(root.call_request(ws.CreateStream("pl")))
+    assert ok(root.call_request(wtop.CreateTopic("pl", 1, "t")))
+    assert ok(send_batch(root, "pl", "t", 0, [b"old-%d" % i for i in range(3)]))
+    body = poll_body("pl", "t", 0)
+    with RawConnection(server.iggy_address) as c:
+        c.login()
+        assert payloads_of(answer(c, body)[2]) == [b"old-%d" % i for i in range(3)]  # the route is kept
+        for round_ in range(5):
+            new = [b"new-%d-%d" % (round_, i) for i in range(round_ + 1)]
+            batch = batch_codec.build_batch(batch_codec.Message(p, id=i + 1) for i, p in enumerate(new))
+            frames = [
+                c.frame(POLL, body),
+                c.frame(*_encoded(wtop.DeleteTopic("pl", "t"), c)),
+                c.frame(POLL, body),
+                c.frame(*_encoded(wtop.CreateTopic("pl", 1, "t"), c)),
+                c.frame(POLL, body),
+                c.frame(SEND, wm.encode_send_messages(wm.SendMessages("pl", "t", Partitioning.by_partition(0),
+                                                                      len(new), memoryview(batch)))),
+                c.frame(POLL, body),
+            ]
+            got = _pipeline(c, frames)
+            assert [a.kind for a in got] == ["reply"] * 7
+            statuses = [a.status for a in got]
+            assert statuses[0] == 0 and statuses[1] == 0 and statuses[2] != 0 and statuses[3:] == [0] * 4, statuses
+            assert payloads_of(got[4].body) == []
+            assert payloads_of(got[6].body) == new
+
+
+def _encoded(request, conn: RawConnection) -> tuple[int, bytes]:
+    from headwater.codec.iggy.commands import encode_request_body
+
+    code, body = encode_request_body(request)
+    return int(code), body
+
+
+def test_pipelined_send_then_poll_of_the_same_bytes_alternating(server, root):
+    """Send n bytes, poll them back, send n other bytes (received into the spare), poll: all
+    pipelined on one connection; every poll returns exactly what the send before it wrote."""
+    assert ok(root.call_request(ws.CreateStream("sp2")))
+    assert ok(root.call_request(wtop.CreateTopic("sp2", 1, "t")))
+    rng = random.Random(11)
+    with RawConnection(server.iggy_address) as c:
+        c.login()
+        frames, expected = [], []
+        offset = 0
+        for k in range(40):
+            payloads = [_payload(b"a%d" % k, i, 1500, rng) for i in range(60)]
+            frames.append(_send_frame(c, "sp2", "t", 0, payloads))
+            frames.append(c.frame(POLL, poll_body("sp2", "t", 0, value=offset, count=60)))
+            expected.append(payloads)
+            offset += 60
+        got = _pipeline(c, frames)
+        for k, payloads in enumerate(expected):
+            assert ok(got[2 * k]) and ok(got[2 * k + 1])
+            assert payloads_of(got[2 * k + 1].body) == payloads, k
