@@ -510,8 +510,36 @@ def test_pipelined_sends_read_back_byte_identical_also_after_sigkill(fresh_serve
         except Exception as e:  # noqa: BLE001
             reader_errors.append(repr(e))
 
+    kafka_seen: list[bytes] = []
+
+    def kafka_follower() -> None:
+        """A Kafka consumer of the same partition ("sp.t"), converting the batches just written."""
+        from kafka import KafkaConsumer, TopicPartition
+
+        try:
+            c = KafkaConsumer(bootstrap_servers=server.kafka_address, enable_auto_commit=False,
+                              consumer_timeout_ms=500)
+            try:
+                tp = TopicPartition("sp.t", 0)
+                c.assign([tp])
+                c.seek(tp, 0)
+                while not stop.is_set():
+                    for m in c:
+                        kafka_seen.append(m.value)
+                        if not _self_checks(m.value):
+                            reader_errors.append(("kafka", m.offset))
+                # what was sent before the stop: read to the end
+                for m in c:
+                    kafka_seen.append(m.value)
+            finally:
+                c.close()
+        except Exception as e:  # noqa: BLE001
+            reader_errors.append(repr(e))
+
     t = threading.Thread(target=follower)
     t.start()
+    kt = threading.Thread(target=kafka_follower)
+    kt.start()
     try:
         with RawConnection(server.iggy_address) as conn:
             conn.login()
@@ -529,7 +557,9 @@ def test_pipelined_sends_read_back_byte_identical_also_after_sigkill(fresh_serve
     finally:
         stop.set()
         t.join(30)
+        kt.join(60)
     assert not reader_errors, reader_errors[:3]
+    assert kafka_seen == sent[0][:len(kafka_seen)] and len(kafka_seen) > len(sent[0]) // 2
     with RawConnection(server.iggy_address) as c:
         c.login()
         for p in (0, 1):
