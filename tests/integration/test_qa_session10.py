@@ -388,7 +388,7 @@ def test_a_group_poll_never_takes_a_single_consumers_route(server, root):
 
 
 def test_many_connections_polling_while_the_topic_is_made_again_never_see_an_old_generation(server, root):
-    """Each poller reads the generation announced before it sends a poll; the reply must hold
+    """The topic re-created, its partition 1 re-created, or purged, over and over. Each poller reads the generation announced before it sends a poll; the reply must hold
     no message of an older generation (a kept route to a dropped topic would serve one)."""
     assert ok(root.call_request(ws.CreateStream("cs")))
     assert ok(root.call_request(wtop.CreateTopic("cs", 2, "ct")))
@@ -418,9 +418,15 @@ def test_many_connections_polling_while_the_topic_is_made_again_never_see_an_old
     for t in threads:
         t.start()
     try:
-        for g in range(1, 25):
-            assert ok(root.call_request(wtop.DeleteTopic("cs", "ct")))
-            assert ok(root.call_request(wtop.CreateTopic("cs", 2 + g % 2, "ct")))
+        for g in range(1, 31):
+            if g % 3 == 0:  # partition 1 dropped and made again (the topic stays)
+                assert ok(root.call_request(wpart.DeletePartitions("cs", "ct", 1)))
+                assert ok(root.call_request(wpart.CreatePartitions("cs", "ct", 1)))
+            elif g % 3 == 1:  # the topic dropped and made again
+                assert ok(root.call_request(wtop.DeleteTopic("cs", "ct")))
+                assert ok(root.call_request(wtop.CreateTopic("cs", 2, "ct")))
+            else:  # purged
+                assert ok(root.call_request(wtop.PurgeTopic("cs", "ct")))
             assert ok(send_batch(root, "cs", "ct", 1, [b"%d:%d" % (g, i) for i in range(3)]))
             current[0] = g
             time.sleep(0.02)
