@@ -80,8 +80,10 @@ def poll_cost(batches: int, rounds: int) -> tuple[float, float]:
             frames.append((whole[:framing.HEADER_SIZE], bytearray(whole[framing.HEADER_SIZE:])))
         ctx, cs = session.ctx, session.cs
         by_body = getattr(frontend, "_poll_body", None)  # (trees before session 10 read the fields first)
+        from_disk = 0
 
         def one_round() -> None:
+            nonlocal from_disk
             for head, body in frames:
                 frontend._poll_ready(ctx, cs, head)  # (the listener checks in body_size and in serve)
                 frontend._poll_ready(ctx, cs, head)
@@ -89,9 +91,16 @@ def poll_cost(batches: int, rounds: int) -> tuple[float, float]:
                     out = by_body(ctx, cs, head, body)
                 else:
                     out = frontend._poll(ctx, cs, head, w.poll_messages_fields(body))
-                assert type(out) is list, out
+                if type(out) is not list:  # pages the kernel dropped meanwhile: read in off the loop
+                    from_disk += 1
+                    out = loop.run_until_complete(out)
+                assert type(out) is list and framing.decode_reply_header(out[0]).status == 0, out
 
-        return _median_best(one_round, rounds, batches)
+        result = _median_best(one_round, rounds, batches)
+        if from_disk:
+            print(f"({from_disk} polls found pages out of the page cache and read them in: another process "
+                  f"took the memory; the figure below is not comparable)")
+        return result
     finally:
         broker.close()
         loop.close()

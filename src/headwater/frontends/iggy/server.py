@@ -349,7 +349,9 @@ class IggyFrontend:
         ``poll_messages_fields`` read: the same reply bytes, status and metrics as the full
         path (the reply header, the 16-byte prefix, the stored batches as they were read).
         Returns the reply (bytes or a list of buffers), or, when the bytes to return are not
-        in the page cache, a coroutine that reads them in off the event loop and returns it."""
+        in the page cache, a coroutine that reads them in off the event loop and returns it.
+        ``body`` given (the raw body ``fields`` came from): a single consumer's route is kept
+        in ``cs.polls`` for :meth:`_poll_body`."""
         op = cs.epoch or 0
         ctx.header = None  # (the full path's decoded header: not built here, no handler reads it)
         t0 = time.perf_counter()

@@ -96,7 +96,7 @@ class SegmentIndex:
     at the end of the file) and :meth:`truncate_to_position`.
     """
 
-    __slots__ = ("path", "entries", "fd", "interval_bytes", "_last_position", "_written")
+    __slots__ = ("path", "entries", "fd", "interval_bytes", "_last_position", "_written", "_floor")
 
     def __init__(self, path: str, entries: array, fd: int | None, interval_bytes: int):
         self.path = path
@@ -105,6 +105,7 @@ class SegmentIndex:
         self.interval_bytes = interval_bytes
         self._last_position = entries[-1] if entries else -1
         self._written = len(entries) // 3  # entries on the file (the rest are pending)
+        self._floor = -1  # the entry floor_by_offset answered last (a hint: checked before use)
 
     # -- reads -------------------------------------------------------------
 
@@ -117,9 +118,22 @@ class SegmentIndex:
         return e[3 * i], e[3 * i + 1], e[3 * i + 2]
 
     def floor_by_offset(self, offset: int) -> tuple[int, int] | None:
-        """(entry offset, position) of the last entry with offset <= ``offset``, or None."""
+        """(entry offset, position) of the last entry with offset <= ``offset``, or None.
+
+        A consumer reading front to back asks for the entry after the one answered last (or the
+        same one again): that entry is checked first (entry offsets only ever increase along
+        the array, so "at or below ``offset``, the next one above it" is the answer, whatever
+        happened to the array since); anything else is a binary search."""
         e = self.entries
-        lo, hi = 0, len(e) // 3
+        n = len(e) // 3
+        i = self._floor + 1
+        if 0 < i < n and e[3 * i - 3] <= offset:  # at or past the last answer
+            if e[3 * i] > offset:
+                return e[3 * i - 3], e[3 * i - 1]  # the same entry again
+            if i + 1 == n or e[3 * i + 3] > offset:
+                self._floor = i
+                return e[3 * i], e[3 * i + 2]
+        lo, hi = 0, n
         while lo < hi:  # first entry with offset > target
             mid = (lo + hi) // 2
             if e[3 * mid] <= offset:
@@ -129,6 +143,7 @@ class SegmentIndex:
         i = lo - 1
         if i < 0:
             return None
+        self._floor = i
         return e[3 * i], e[3 * i + 2]
 
     def before_timestamp(self, timestamp_us: int) -> tuple[int, int] | None:

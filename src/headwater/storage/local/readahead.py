@@ -136,9 +136,10 @@ NOWAIT_READ_MAX = 256 << 10
 """Chunks up to this many bytes are read with one ``preadv2(RWF_NOWAIT)`` (:func:`read_nowait`)
 instead of a ``cachestat`` check, a one-byte probe and a ``pread``: one system call, not three,
 for the reads of consumers at the tail (a poll of 1000 x 100 B reads ~156 KiB). Larger ones keep
-the check: the zeroed buffer ``preadv`` needs costs more than the calls saved past ~256 KiB
-(session 10, docs/benchmarks.md "Iggy poll: the server's time per poll": 156 KiB 13.3 µs
-against 16.1 µs, 1 MiB 86 µs against 73 µs)."""
+the check: past ~256 KiB the zeroed buffer the pure-Python reference must give ``preadv`` costs
+more than the calls saved (``benchmarks/bench_poll_pieces.py``, docs/benchmarks.md "Iggy poll:
+the server's time per poll (session 10)": at 156 KiB 14.7 µs against 16.9, at 1 MiB 92 against
+75; the compiled read, which zeroes nothing, took 11.9 and 68)."""
 
 _NOWAIT = getattr(os, "RWF_NOWAIT", 0) if hasattr(os, "preadv") else 0
 
