@@ -478,3 +478,90 @@ def test_a_body_that_stops_coming_mid_way_is_closed_at_its_deadline(clocked):
             assert data[framing.COMMAND_OFFSET] != 13, "evicted as idle while a frame was being received"
         assert time.monotonic() - t0 < 14
     assert clocked.server.log().count("reason=frame_receive_timeout") >= 1
+
+
+def _confirmed(status: int, body: bytes) -> tuple:
+    """A SendMessages reply without the stream and topic ids (the two servers number them apart:
+    the module's other tests create topics on one of them only): status, (partition, offset)."""
+    if status:
+        return status, body
+    count, _stream, _topic, partition, offset = _CONFIRMATION.unpack(body)
+    return status, (count, partition, offset)
+
+
+async def _admin(via: Via, op: str, *args) -> None:
+    c = via.client()
+    await c.connect()
+    await c.login_user("iggy", "iggy")
+    await getattr(c, op)(*args)
+
+
+def test_a_kept_send_route_gives_the_full_paths_replies_as_the_topic_changes(pair):
+    """SendMessages to a partition by id keep their route per connection (``_send_body``): sends of
+    the same metadata bytes, refusals on that route, and sends after the partition, then the
+    topic, went away and the topic came back get the replies of the server that resolves every
+    request the full way."""
+    outs = []
+    for via in pair:
+        topic = "kept-route"
+        asyncio.run(_admin(via, "create_topic", STREAM, topic, 3))
+        seq: list[tuple] = []
+        with _connect(via) as c:
+            c.login()
+
+            def send(payloads: list[bytes], partition: int = 0, corrupt: bool = False) -> None:
+                c.send(send_frame(c, topic, payloads, partition, corrupt=corrupt))
+                a = c.read()
+                assert a.kind == "reply", a
+                seq.append(_confirmed(a.status, a.body))
+
+            send([b"a"] * 10)
+            send([b"b"] * 10)  # the same metadata bytes: the kept route
+            send([b"c"] * 4, corrupt=True)  # refused on the kept route (checksum)
+            send([b"d"] * 3, partition=2)  # another route
+            asyncio.run(_admin(via, "delete_partitions", STREAM, topic, 1))  # partition 2 goes
+            send([b"e"], partition=2)  # PartitionNotFound
+            send([b"f"])  # partition 0 is still there
+            asyncio.run(_admin(via, "delete_topic", STREAM, topic))
+            send([b"g"])  # TopicNotFound
+            asyncio.run(_admin(via, "create_topic", STREAM, topic, 1))
+            send([b"h"] * 2)  # the new topic of that name
+            send([b"i"] * 2)
+        outs.append(seq)
+    assert outs[0] == outs[1]
+    statuses = [s for s, _ in outs[0]]
+    assert [bool(s) for s in statuses] == [False, False, True, False, True, False, True, False, False]
+    offsets = [confirmed[2] for s, confirmed in outs[0] if s == 0]
+    assert offsets == [0, 10, 0, 20, 0, 2]
+
+
+def test_a_kept_send_route_follows_the_senders_permissions(pair):
+    """A user's send right taken away and given back while its connection keeps a route: the
+    replies are those of the server that resolves (and checks) every request the full way."""
+    outs = []
+    for via in pair:
+        topic = "kept-perms"
+        asyncio.run(_admin(via, "create_topic", STREAM, topic, 1))
+        may = ig.Permissions(ig.GlobalPermissions(send_messages=True))
+        may_not = ig.Permissions(ig.GlobalPermissions(read_streams=True))
+        asyncio.run(_admin(via, "create_user", "kept-sender", "sender-pw", ig.UserStatus.Active, may))
+        seq: list[tuple] = []
+        with _connect(via) as c:
+            c.login("kept-sender", "sender-pw")
+
+            def send() -> None:
+                c.send(send_frame(c, topic, [b"p"] * 5))
+                a = c.read()
+                assert a.kind == "reply", a
+                seq.append(_confirmed(a.status, a.body))
+
+            send()
+            send()
+            asyncio.run(_admin(via, "update_permissions", "kept-sender", may_not))
+            send()
+            send()
+            asyncio.run(_admin(via, "update_permissions", "kept-sender", may))
+            send()
+        outs.append(seq)
+    assert outs[0] == outs[1]
+    assert [bool(s) for s, _ in outs[0]] == [False, False, True, True, False]

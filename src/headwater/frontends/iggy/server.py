@@ -23,7 +23,12 @@ from ...codec.errors import CodecError
 from ...codec.iggy import framing, version
 from ...codec.iggy.codes import COMMAND_TO_OPERATION, Command, ConsumerKind, HeaderCommand, Operation
 from ...codec.iggy.commands import COMMANDS
-from ...codec.iggy.commands.messages import encode_send_confirmation, poll_messages_fields, send_messages_fields
+from ...codec.iggy.commands.messages import (
+    encode_send_confirmation,
+    poll_messages_fields,
+    send_messages_batch,
+    send_messages_fields,
+)
 from ...codec.iggy.errors import InvalidOperation
 from ...config import TcpConfig
 from ...core import errors as core_errors
@@ -34,7 +39,17 @@ from ..frames import FrameReader
 from ..listener import IDLE, Connection, Limits
 from . import handlers  # noqa: F401  (registers every handler)
 from .errors import code_for
-from .handlers.messages import append_batch, poll_batches, poll_route, poll_route_stamp, poll_routed
+from .handlers.messages import (
+    append_batch,
+    append_routed,
+    poll_batches,
+    poll_route,
+    poll_route_stamp,
+    poll_routed,
+    same_stamp,
+    send_route,
+    send_route_stamp,
+)
 from .registry import HANDLERS, Context
 from .session import Action, ClientTable, Event, State, Verdict, classify, step
 
@@ -424,6 +439,53 @@ class IggyFrontend:
             t, p, done = append_batch(ctx, *fields)
         except Exception as e:
             return self._send_refused(head, e, t0, op)
+        return self._send_done(head, t, p, done, t0, op)
+
+    def _send_body(self, ctx: Context, cs: "_ConnState", head: bytes, body, kept: "_InlineRequests"):
+        """:meth:`_send_now` of a SendMessages that :meth:`_send_ready` passed, from its raw
+        ``body``; None when ``send_messages_fields`` does not read it (the full path answers).
+
+        A send to a partition by id keeps its route (:func:`.handlers.messages.send_route`:
+        topic, send right, partition) in ``kept.route`` under the body's metadata bytes (u32
+        length, stream and topic identifiers, partitioning): a later body of the same metadata
+        bytes goes straight to :func:`.handlers.messages.append_routed` while
+        :func:`.handlers.messages.send_route_stamp` is the same and the topic still holds the
+        partition, with the same reply, status and metrics as resolving it again (a route that
+        does not resolve is never kept: the general path answers its error)."""
+        route = kept.route
+        if route is not None and len(body) >= 4:
+            prefix, stamp, t, p = route
+            n = _SIZE.unpack_from(body, 0)[0]
+            if (n == len(prefix) and body[:n] == prefix and same_stamp(stamp, send_route_stamp(ctx))
+                    and t.partitions.get(p.id) is p):
+                batch = send_messages_batch(body, n)
+                if batch is not None:
+                    return self._send_routed(ctx, cs, head, t, p, batch)
+        fields = send_messages_fields(body)
+        if fields is None:
+            return None
+        if fields[2] != "partition":
+            return self._send_now(ctx, cs, head, fields)
+        stamp = send_route_stamp(ctx)
+        try:
+            t, p = send_route(ctx, *fields[:4])
+        except Exception:
+            return self._send_now(ctx, cs, head, fields)  # (resolves again and answers the error)
+        kept.route = (bytes(body[:_SIZE.unpack_from(body, 0)[0]]), stamp, t, p)
+        return self._send_routed(ctx, cs, head, t, p, fields[4])
+
+    def _send_routed(self, ctx: Context, cs: "_ConnState", head: bytes, t, p, batch):
+        """:meth:`_send_now` of a send whose topic ``t`` and partition ``p`` are resolved."""
+        op = cs.epoch or 0
+        ctx.header = None
+        t0 = time.perf_counter()
+        try:
+            done = append_routed(ctx, t, p, batch)
+        except Exception as e:
+            return self._send_refused(head, e, t0, op)
+        return self._send_done(head, t, p, done, t0, op)
+
+    def _send_done(self, head: bytes, t, p, done, t0: float, op: int):
         if done.durable is not None:  # enforce_fsync: reply once a sync covering the batch returned
             return self._send_durable(head, t, p, done, t0, op)
         return self._send_reply(head, t, p, done, t0, op)
@@ -588,7 +650,7 @@ class _InlineRequests:
     ``max_connection_buffer_bytes`` (it drains, reading stopped, before reading on).
     """
 
-    __slots__ = ("frontend", "session", "conn", "writer", "transport", "high")
+    __slots__ = ("frontend", "session", "conn", "writer", "transport", "high", "route")
     head_size = _HEADER
 
     def __init__(self, frontend: IggyFrontend, session: "IggySession", conn: Connection, writer: asyncio.StreamWriter):
@@ -598,6 +660,7 @@ class _InlineRequests:
         self.writer = writer
         self.transport = writer.transport
         self.high = conn.high
+        self.route: tuple | None = None  # the last SendMessages route kept (IggyFrontend._send_body)
 
     def body_size(self, head: bytes) -> int:
         """The body bytes of the frame whose header is ``head`` when it is served here, else -1."""
@@ -624,11 +687,10 @@ class _InlineRequests:
         """Serve one whole frame that :meth:`body_size` took; None, or the handoff for :meth:`finish`."""
         frontend, ctx, cs = self.frontend, self.session.ctx, self.session.cs
         if head[_OPERATION_OFFSET] == _SEND_MESSAGES_OPERATION:
-            fields = send_messages_fields(body) if frontend._send_ready(ctx, cs, head) else None
-            if fields is None:
+            out = frontend._send_body(ctx, cs, head, body, self) if frontend._send_ready(ctx, cs, head) else None
+            if out is None:
                 self.conn.handling()
                 return (_FRAME, head, body if body else b"")
-            out = frontend._send_now(ctx, cs, head, fields)
             if not isinstance(out, bytes):
                 self.conn.handling()  # (busy: a shutdown lets it finish)
                 return (_REPLY, out)

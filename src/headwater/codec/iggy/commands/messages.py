@@ -241,14 +241,29 @@ def send_messages_fields(body: Buffer) -> tuple[int | str, int | str, str, int |
         at += length
     else:
         return None
-    batch_start = at + 4
-    if batch_start - 4 != metadata_length or size - batch_start < BATCH_HEADER_SIZE:
+    if at != metadata_length:
         return None
-    messages_count = _U32.unpack_from(body, at)[0]
+    batch = send_messages_batch(body, at)
+    if batch is None:
+        return None
+    return stream_id, topic_id, route, value, batch
+
+
+def send_messages_batch(body: Buffer, metadata_length: int) -> memoryview | None:
+    """The batch of a SendMessages body whose metadata (u32 length, identifiers, partitioning)
+    is ``metadata_length`` bytes: a memoryview of ``body`` after the ``messages_count`` (u32 LE
+    at ``metadata_length``); None when :func:`decode_send_messages` would refuse what follows
+    the metadata (a batch shorter than its header, a zero count, a count other than the batch
+    header's). The last step of :func:`send_messages_fields`; on its own, for a body whose
+    metadata bytes are known to read (the Iggy listener's kept route)."""
+    batch_start = metadata_length + 4
+    if len(body) - batch_start < BATCH_HEADER_SIZE:
+        return None
+    messages_count = _U32.unpack_from(body, metadata_length)[0]
     if messages_count == 0 or messages_count != _U32.unpack_from(body, batch_start + _BATCH_COUNT_OFFSET)[0]:
         return None
     view = body if isinstance(body, memoryview) else memoryview(body)
-    return stream_id, topic_id, route, value, view[batch_start:]
+    return view[batch_start:]
 
 
 _POLL_TAIL = struct.Struct("<BIBQIB")  # partition flag, partition_id, strategy kind, value, count, auto_commit

@@ -51,14 +51,47 @@ def append_batch(ctx: Context, stream_id, topic_id, route: str, value, batch: me
     check, route, verify, stamp and append; returns ``(topic, partition, done)``, ``done``
     the broker's append result (``base_offset``; ``durable``: None, or under enforce_fsync
     the awaitable the reply must wait for)."""
+    t, p = send_route(ctx, stream_id, topic_id, route, value)
+    return t, p, append_routed(ctx, t, p, batch)
+
+
+def send_route(ctx: Context, stream_id, topic_id, route: str, value) -> tuple[Topic, Partition]:
+    """The first half of :func:`append_batch` (same errors): the topic, checked for the send
+    right, and the partition the batch goes to.
+
+    For ``route`` "partition" the answer depends only on the request's fields,
+    :func:`send_route_stamp` and the topic's partitions: a connection may keep it and skip this
+    step for a later SendMessages of the same metadata bytes while the stamp is the same and the
+    topic still holds that partition (the Iggy listener does: ``IggyFrontend._send_body``)."""
     t = ctx.broker.topic(stream_id, topic_id)
     require(may_send(ctx, t), "send messages")
-    p = ctx.broker.route(t, route, value)
+    return t, ctx.broker.route(t, route, value)
+
+
+def send_route_stamp(ctx: Context) -> tuple:
+    """What :func:`send_route` reads besides the request and the topic's partitions: the catalog
+    (ids and names of streams and topics: ``Catalog.generation``), the session's permissions
+    (``ctx.user`` and ``ctx.checker``, both replaced at every login and user change) and the
+    Kafka ACLs over them (the ACL store replaces its bindings on every change; the Kafka stream's
+    name). Compare stamps with :func:`same_stamp`."""
+    broker = ctx.broker
+    authorizer = broker.authorizer
+    return broker.catalog.generation, ctx.user, ctx.checker, authorizer.acls.bindings, authorizer.kafka_stream
+
+
+def same_stamp(a: tuple, b: tuple) -> bool:
+    """Whether two :func:`send_route_stamp` stamps are the same (the objects by identity)."""
+    return a[0] == b[0] and a[1] is b[1] and a[2] is b[2] and a[3] is b[3] and a[4] == b[4]
+
+
+def append_routed(ctx: Context, t: Topic, p: Partition, batch: memoryview):
+    """The second half of :func:`append_batch`: verify, stamp and append ``batch`` to ``p`` of
+    ``t``; the broker's append result (raises what the broker raises)."""
     if isinstance(batch.obj, bytes):
         batch = bytearray(batch)
     if t.options.compact:
         ctx.broker.check_compaction_keys(batch)
-    return t, p, ctx.broker.append(p, batch)
+    return ctx.broker.append(p, batch)
 
 
 def consumer_key(t: Topic, consumer) -> tuple[str, str]:
