@@ -875,3 +875,122 @@ def test_pipelined_send_then_poll_of_the_same_bytes_alternating(server, root):
         for k, payloads in enumerate(expected):
             assert ok(got[2 * k]) and ok(got[2 * k + 1])
             assert payloads_of(got[2 * k + 1].body) == payloads, k
+
+
+# --------------------------------------------------------------------------- the kept send route
+
+
+_CONFIRM = struct.Struct("<IIIIQ")  # count, stream_id, topic_id, partition_id, base_offset
+
+
+def _send_answer(conn: RawConnection, stream, topic, partition: int, payloads: list[bytes]) -> tuple:
+    conn.send(_send_frame(conn, stream, topic, partition, payloads))
+    a = conn.read()
+    if a.kind != "reply":
+        return (a.kind, a.reason)
+    if a.status:
+        return ("reply", a.status)
+    _, s, t, p, offset = _CONFIRM.unpack(a.body)
+    return ("reply", 0, s, t, p, offset)
+
+
+def _stored_at(server, stream, topic, partition: int, offset: int, n: int) -> list[bytes]:
+    with RawConnection(server.iggy_address) as c:
+        c.login()
+        got = answer(c, poll_body(stream, topic, partition, consumer="check", value=offset, count=n))
+        return payloads_of(got[2]) if got[:2] == ("reply", 0) else []
+
+
+def test_a_kept_send_route_lands_every_acknowledged_batch_where_a_fresh_connection_would(server, root):
+    """A connection per route sends with the same metadata bytes (by names and by ids) after each change;
+    a new connection sends the same right after: the same status, the same stream, topic and
+    partition, and each acknowledged batch reads back at its offset from the topic as it is now."""
+    assert ok(root.call_request(ws.CreateStream("ks")))
+    assert ok(root.call_request(wtop.CreateTopic("ks", 2, "kt")))
+    sid, tid = stream_id(root, "ks"), topic_id(root, "ks", "kt")
+    routes = {"names p1": ("ks", "kt", 1), "ids p1": (sid, tid, 1), "names p0": ("ks", "kt", 0)}
+    changes = [
+        ("start", lambda: True),
+        ("topic renamed", lambda: ok(root.call_request(wtop.UpdateTopic("ks", "kt", "kt-renamed")))),
+        ("a new topic takes the old name", lambda: ok(root.call_request(wtop.CreateTopic("ks", 2, "kt")))),
+        ("that topic deleted", lambda: ok(root.call_request(wtop.DeleteTopic("ks", "kt")))),
+        ("renamed back", lambda: ok(root.call_request(wtop.UpdateTopic("ks", "kt-renamed", "kt")))),
+        ("partition 1 deleted", lambda: ok(root.call_request(wpart.DeletePartitions("ks", "kt", 1)))),
+        ("partition 1 made again", lambda: ok(root.call_request(wpart.CreatePartitions("ks", "kt", 1)))),
+        ("topic purged", lambda: ok(root.call_request(wtop.PurgeTopic("ks", "kt")))),
+        ("topic deleted", lambda: ok(root.call_request(wtop.DeleteTopic("ks", "kt")))),
+        ("topic made again", lambda: ok(root.call_request(wtop.CreateTopic("ks", 2, "kt")))),
+        ("stream deleted", lambda: ok(root.call_request(ws.DeleteStream("ks")))),
+        ("stream and topic made again", lambda: ok(root.call_request(ws.CreateStream("ks")))
+         and ok(root.call_request(wtop.CreateTopic("ks", 2, "kt")))),
+    ]
+    keepers = {route_name: RawConnection(server.iggy_address) for route_name in routes}  # one route each
+    try:
+        for keeper in keepers.values():
+            keeper.login()
+        for step, (name, change) in enumerate(changes):
+            assert change(), name
+            for route_name, (s, t, p) in routes.items():
+                keeper = keepers[route_name]
+                for k in range(2):  # the second send of the same bytes takes the kept route
+                    mine = [b"keeper-%d-%s-%d" % (step, route_name.encode(), k)] * 3
+                    theirs = [b"fresh-%d-%s-%d" % (step, route_name.encode(), k)] * 3
+                    got = _send_answer(keeper, s, t, p, mine)
+                    with RawConnection(server.iggy_address) as fresh:
+                        fresh.login()
+                        want = _send_answer(fresh, s, t, p, theirs)
+                    assert got[:2] == want[:2] and got[2:5] == want[2:5], (name, route_name, got, want)
+                    if got[:2] == ("reply", 0):
+                        assert want[5] == got[5] + 3
+                        assert _stored_at(server, got[2], got[3], got[4], got[5], 3) == mine, (name, route_name)
+    finally:
+        for keeper in keepers.values():
+            keeper.close()
+
+
+def test_a_kept_send_route_follows_logins_kafka_acls_and_user_deletion(server, root):
+    from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType,
+                                       AdminClient, NewTopic, ResourcePatternType, ResourceType)
+
+    conf = {"bootstrap.servers": server.kafka_address, "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanisms": "PLAIN", "sasl.username": "iggy", "sasl.password": "iggy"}
+    admin = AdminClient(conf)
+    for f in admin.create_topics([NewTopic("acl-sent", 1)]).values():
+        f.result(20)
+    sid = stream_id(root, "kafka")
+    grant = ig.Permissions(ig.GlobalPermissions(), {sid: ig.StreamPermissions(send_messages=True)})
+    _make_user(server, "ksender", grant)
+    _make_user(server, "knobody", None)
+    deny = AclBinding(ResourceType.TOPIC, "acl-sent", ResourcePatternType.LITERAL, "User:ksender", "*",
+                      AclOperation.WRITE, AclPermissionType.DENY)
+
+    def sends(c: RawConnection, tag: bytes) -> list[tuple]:
+        return [_send_answer(c, "kafka", "acl-sent", 0, [tag + b"%d" % k])[:2] for k in range(2)]
+
+    with RawConnection(server.iggy_address) as keeper:
+        keeper.login("ksender", "secret")
+        assert sends(keeper, b"a") == [("reply", 0)] * 2
+        admin.create_acls([deny])[deny].result(20)
+        assert sends(keeper, b"b") == [("reply", UNAUTHORIZED)] * 2
+        admin.delete_acls([AclBindingFilter(ResourceType.TOPIC, "acl-sent", ResourcePatternType.LITERAL,
+                                            "User:ksender", None, AclOperation.ANY, AclPermissionType.ANY)])
+        for _ in range(100):
+            if sends(keeper, b"c")[0] == ("reply", 0):
+                break
+            time.sleep(0.05)
+        assert sends(keeper, b"d") == [("reply", 0)] * 2
+        # log out and in as a user without the right, on the same connection
+        assert keeper.call(int(Command.LOGOUT_USER), operation=int(Operation.LOGOUT)).status == 0
+        keeper.client ^= 2
+        keeper.login("knobody", "secret")
+        assert sends(keeper, b"e") == [("reply", UNAUTHORIZED)] * 2
+        assert keeper.call(int(Command.LOGOUT_USER), operation=int(Operation.LOGOUT)).status == 0
+        keeper.client ^= 2
+        keeper.login("ksender", "secret")
+        assert sends(keeper, b"f") == [("reply", 0)] * 2
+        assert ok(root.call_request(wu.DeleteUser("ksender")))
+        got = _send_answer(keeper, "kafka", "acl-sent", 0, [b"after the user went"])
+        assert got[:2] != ("reply", 0), got
+    stored = _stored_at(server, "kafka", "acl-sent", 0, 0, 100)
+    assert b"after the user went" not in stored
+    assert not any(p.startswith((b"b", b"e")) for p in stored)
