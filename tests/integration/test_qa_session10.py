@@ -262,17 +262,24 @@ def test_a_kept_route_follows_permissions_users_and_logins_on_the_same_connectio
         assert not (a.kind == "reply" and a.status == 0)
 
 
+def _kafka_admin_with_topic(server, topic: str):
+    """A confluent-kafka AdminClient logged in as root (SASL PLAIN), after creating ``topic``."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": server.kafka_address, "security.protocol": "SASL_PLAINTEXT",
+                         "sasl.mechanisms": "PLAIN", "sasl.username": "iggy", "sasl.password": "iggy"})
+    for f in admin.create_topics([NewTopic(topic, 1)]).values():
+        f.result(20)
+    return admin
+
+
 def test_a_kept_route_follows_kafka_acls_on_the_kafka_stream(server, root):
     """The Kafka stream's topics: a DENY READ ACL made through Kafka refuses the next Iggy poll
     on a connection that kept its route, and deleting it serves the poll again."""
     from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType,
-                                       AdminClient, NewTopic, ResourcePatternType, ResourceType)
+                                       ResourcePatternType, ResourceType)
 
-    conf = {"bootstrap.servers": server.kafka_address, "security.protocol": "SASL_PLAINTEXT",
-            "sasl.mechanisms": "PLAIN", "sasl.username": "iggy", "sasl.password": "iggy"}
-    admin = AdminClient(conf)
-    for f in admin.create_topics([NewTopic("acl-polled", 1)]).values():
-        f.result(20)
+    admin = _kafka_admin_with_topic(server, "acl-polled")
     assert ok(send_batch(root, "kafka", "acl-polled", 0, [b"k%d" % i for i in range(4)]))
     sid = stream_id(root, "kafka")
     _make_user(server, "kreader", _poll_grant(sid))
@@ -950,13 +957,9 @@ def test_a_kept_send_route_lands_every_acknowledged_batch_where_a_fresh_connecti
 
 def test_a_kept_send_route_follows_logins_kafka_acls_and_user_deletion(server, root):
     from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType,
-                                       AdminClient, NewTopic, ResourcePatternType, ResourceType)
+                                       ResourcePatternType, ResourceType)
 
-    conf = {"bootstrap.servers": server.kafka_address, "security.protocol": "SASL_PLAINTEXT",
-            "sasl.mechanisms": "PLAIN", "sasl.username": "iggy", "sasl.password": "iggy"}
-    admin = AdminClient(conf)
-    for f in admin.create_topics([NewTopic("acl-sent", 1)]).values():
-        f.result(20)
+    admin = _kafka_admin_with_topic(server, "acl-sent")
     sid = stream_id(root, "kafka")
     grant = ig.Permissions(ig.GlobalPermissions(), {sid: ig.StreamPermissions(send_messages=True)})
     _make_user(server, "ksender", grant)
