@@ -312,6 +312,14 @@ class IggyFrontend:
             return False
         if head[framing.COMMAND_OFFSET] != HeaderCommand.REQUEST or _SIZE.unpack_from(head, framing.SIZE_OFFSET)[0] < _HEADER:
             return False
+        return self._still_live(ctx, cs)
+
+    def _still_live(self, ctx: Context, cs: "_ConnState") -> bool:
+        """The live-state half of :meth:`_session_live` (authenticated, epoch current, user
+        unchanged and active), for a header that passed the whole check when it arrived: what
+        the header says cannot change while its body comes in, the session can."""
+        if cs.state is not State.AUTHENTICATED:
+            return False
         epoch = cs.epoch
         if epoch is None or self.clients.epoch(cs.client) != epoch:
             return False
@@ -687,7 +695,8 @@ class _InlineRequests:
         """Serve one whole frame that :meth:`body_size` took; None, or the handoff for :meth:`finish`."""
         frontend, ctx, cs = self.frontend, self.session.ctx, self.session.cs
         if head[_OPERATION_OFFSET] == _SEND_MESSAGES_OPERATION:
-            out = frontend._send_body(ctx, cs, head, body, self) if frontend._send_ready(ctx, cs, head) else None
+            # (body_size passed this header whole: only the session's live state is looked at again)
+            out = frontend._send_body(ctx, cs, head, body, self) if frontend._still_live(ctx, cs) else None
             if out is None:
                 self.conn.handling()
                 return (_FRAME, head, body if body else b"")
