@@ -997,3 +997,50 @@ def test_a_kept_send_route_follows_logins_kafka_acls_and_user_deletion(server, r
     stored = _stored_at(server, "kafka", "acl-sent", 0, 0, 100)
     assert b"after the user went" not in stored
     assert not any(p.startswith((b"b", b"e")) for p in stored)
+
+
+def _half_sent(conn: RawConnection, stream, topic, payloads: list[bytes]) -> bytes:
+    """Send the header and half the body of a SendMessages (to partition 0); returns the rest."""
+    frame = _send_frame(conn, stream, topic, 0, payloads)
+    conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    cut = len(frame) // 2
+    conn.send(frame[:cut])
+    time.sleep(0.05)  # the header is in and taken: its body is being received in place
+    return frame[cut:]
+
+
+@pytest.mark.parametrize("change", ["fenced by a newer login of the client id", "user deleted", "send right revoked"])
+def test_a_session_change_while_a_send_body_comes_in_is_honoured(server, root, change):
+    """The header passed the inline checks when it came; the session changes before its body is
+    in (hw10-send 35ae583 looks at the live state again then): nothing is stored, and the reply is
+    the full path's refusal."""
+    stream = "mid-" + change.split()[0]
+    assert ok(root.call_request(ws.CreateStream(stream)))
+    assert ok(root.call_request(wtop.CreateTopic(stream, 1, "t")))
+    sid = stream_id(root, stream)
+    user = "mid" + change.split()[0][:6]
+    grant = ig.Permissions(ig.GlobalPermissions(), {sid: ig.StreamPermissions(send_messages=True)})
+    _make_user(server, user, grant)
+    payloads = [b"mid-body-%d" % i + b"x" * 2000 for i in range(200)]  # ~400 KB: received in place
+    with RawConnection(server.iggy_address) as conn:
+        conn.login(user, "secret")
+        assert _send_answer(conn, stream, "t", 0, [b"before"])[:2] == ("reply", 0)  # (and its route kept)
+        rest = _half_sent(conn, stream, "t", payloads)
+        if change.startswith("fenced"):
+            newer = RawConnection(server.iggy_address, client=conn.client)
+            newer.login(user, "secret")
+        elif change == "user deleted":
+            assert ok(root.call_request(wu.DeleteUser(user)))
+        else:
+            assert ok(root.call_request(wu.UpdatePermissions(
+                wu.decode_user_details(root.call_request(wu.GetUser(user)).body).id, None)))
+        try:
+            conn.send(rest)
+            a = conn.read()
+        except (OSError, Exception) as e:  # noqa: BLE001 - the connection may be closed at once
+            a = e
+        if change.startswith("fenced"):
+            newer.close()
+    assert not (getattr(a, "kind", None) == "reply" and a.status == 0), a
+    stored = _stored_at(server, stream, "t", 0, 0, 1000)
+    assert stored == [b"before"], len(stored)
