@@ -1044,3 +1044,34 @@ def test_a_session_change_while_a_send_body_comes_in_is_honoured(server, root, c
     assert not (getattr(a, "kind", None) == "reply" and a.status == 0), a
     stored = _stored_at(server, stream, "t", 0, 0, 1000)
     assert stored == [b"before"], len(stored)
+
+
+def test_pipelined_sends_of_one_size_over_tls_read_back_byte_identical(tmp_path):
+    """TLS hands the decrypted bytes to the same receive buffers (the spare included)."""
+    import ssl
+
+    from iggy_transports import start_server
+
+    server, certs = start_server(tmp_path, tls=True)
+    try:
+        c = RawConnection(server.iggy_address, timeout=60)
+        c.sock = ssl.create_default_context(cafile=str(certs.ca)).wrap_socket(c.sock, server_hostname="localhost")
+        with c:
+            c.login()
+            assert ok(c.call_request(ws.CreateStream("tls")))
+            assert ok(c.call_request(wtop.CreateTopic("tls", 1, "t")))
+            rng = random.Random(12)
+            sent: list[bytes] = []
+            for _ in range(3):
+                frames = []
+                for k, (count, size) in enumerate(SHAPES[:24]):
+                    payloads = [_payload(b"tls%d" % k, i, size, rng) for i in range(count)]
+                    frames.append(_send_frame(c, "tls", "t", 0, payloads))
+                    sent += payloads
+                c.send(b"".join(frames))  # (one thread: an SSL socket is not written and read at once)
+                for _ in frames:
+                    a = c.read()
+                    assert a.kind == "reply" and a.status == 0, a
+            assert _read_all(c, "tls", "t", 0) == sent
+    finally:
+        assert server.stop() == 0, server.log()[-3000:]
