@@ -1075,3 +1075,48 @@ def test_pipelined_sends_of_one_size_over_tls_read_back_byte_identical(tmp_path)
             assert _read_all(c, "tls", "t", 0) == sent
     finally:
         assert server.stop() == 0, server.log()[-3000:]
+
+
+@pytest.mark.parametrize("evicted", [False, True], ids=["cached", "evicted"])
+def test_a_damaged_batch_inside_one_256_kib_read_serves_the_prefix_then_4027(fresh_server, evicted):
+    """20 batches of ~12 KiB (one chunk read of under 256 KiB covers them all); a payload byte of
+    batch 10 flipped at rest: a poll from the start serves batches 0-9 exactly, a poll that
+    begins in batch 10 is 4027, one that begins after it serves the rest."""
+    from test_robustness_disk_prefix import partition_log, stored_batches
+
+    server = fresh_server
+    with RawConnection(server.iggy_address) as c:
+        c.login()
+        assert ok(c.call_request(ws.CreateStream("dmg")))
+        assert ok(c.call_request(wtop.CreateTopic("dmg", 1, "t")))
+        sent = []
+        for b in range(20):
+            payloads = [b"b%02d-m%d-" % (b, m) + bytes([b]) * 3000 for m in range(4)]
+            assert ok(send_batch(c, "dmg", "t", 0, payloads))
+            sent.append(payloads)
+        ids = {"t": (stream_id(c, "dmg"), topic_id(c, "dmg", "t"))}
+    assert server.stop() == 0
+    log = partition_log(server, ids, "t", 0)
+    batches = stored_batches(log)
+    assert len(batches) == 20 and sum(len(b) for _, b in batches) < 256 << 10
+    position, damaged = batches[10]
+    with open(log, "r+b") as f:
+        f.seek(position + len(damaged) - 100)  # a payload byte of its last message
+        byte = f.read(1)
+        f.seek(position + len(damaged) - 100)
+        f.write(bytes([byte[0] ^ 0x55]))
+        if evicted:
+            f.flush()
+            os.fsync(f.fileno())
+            os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+    server.start()
+    with RawConnection(server.iggy_address) as c:
+        c.login()
+        got = answer(c, poll_body("dmg", "t", 0, value=0, count=1000))
+        assert got[:2] == ("reply", 0)
+        assert payloads_of(got[2]) == [p for b in sent[:10] for p in b]
+        for start in (40, 42):  # in the damaged batch
+            assert answer(c, poll_body("dmg", "t", 0, value=start, count=1000))[:2] == ("reply", 4027)
+        got = answer(c, poll_body("dmg", "t", 0, value=44, count=1000))
+        assert got[:2] == ("reply", 0)
+        assert payloads_of(got[2]) == [p for b in sent[11:] for p in b]
