@@ -1120,3 +1120,67 @@ def test_a_damaged_batch_inside_one_256_kib_read_serves_the_prefix_then_4027(fre
         got = answer(c, poll_body("dmg", "t", 0, value=44, count=1000))
         assert got[:2] == ("reply", 0)
         assert payloads_of(got[2]) == [p for b in sent[11:] for p in b]
+
+
+_GATE_C = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+/* fdatasync held while the file $QA_FSYNC_HOLD exists (then it goes on to the real one) */
+int fdatasync(int fd) {
+    static int (*real)(int);
+    if (!real) real = (int (*)(int)) dlsym(RTLD_NEXT, "fdatasync");
+    const char *hold = getenv("QA_FSYNC_HOLD");
+    if (hold) while (access(hold, F_OK) == 0) usleep(1000);
+    return real(fd);
+}
+"""
+
+
+@pytest.mark.parametrize("python", [False, True], ids=["compiled", "HEADWATER_NO_EXTENSIONS"])
+def test_an_enforce_fsync_send_is_answered_only_after_its_fdatasync_returned(tmp_path, python):
+    """fdatasync held back (an LD_PRELOAD shim waits while a file exists): the send's reply does
+    not come; once the file is gone the sync returns and the reply comes, the message stored."""
+    import shutil
+    import subprocess
+
+    if not python and os.environ.get("HEADWATER_NO_EXTENSIONS"):
+        pytest.skip("HEADWATER_NO_EXTENSIONS is set for the whole run: no compiled flusher")
+    if shutil.which("gcc") is None:
+        pytest.skip("needs gcc to build the fdatasync shim")
+    (tmp_path / "gate.c").write_text(_GATE_C)
+    shim = tmp_path / "gate.so"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-O1", "-o", str(shim), str(tmp_path / "gate.c"), "-ldl"], check=True)
+    hold = tmp_path / "hold"
+    env = {"LD_PRELOAD": str(shim), "QA_FSYNC_HOLD": str(hold)}
+    if python:
+        env["HEADWATER_NO_EXTENSIONS"] = "1"
+    server = ServerProcess(tmp_path / "data", free_port(), free_port()).start(env=env)
+    try:
+        async def setup():
+            c = await sdk_client(server)
+            await c.create_stream("gate")
+            await c.create_topic("gate", "t", 1, options={"enforce_fsync": "true"})
+        run(setup())
+        with RawConnection(server.iggy_address) as c:
+            c.login()
+            assert _send_answer(c, "gate", "t", 0, [b"synced at once"])[:2] == ("reply", 0)
+            for k in range(3):
+                hold.touch()
+                c.send(_send_frame(c, "gate", "t", 0, [b"held-%d" % k] * 5))
+                c.sock.settimeout(1.0)
+                with pytest.raises(socket.timeout):  # no reply while its sync cannot return
+                    c.sock.recv(1, socket.MSG_PEEK)
+                c.sock.settimeout(30)
+                hold.unlink()
+                a = c.read()
+                assert a.kind == "reply" and a.status == 0, a
+                assert _CONFIRM.unpack(a.body)[4] == 1 + 5 * k
+        assert _stored_at(server, "gate", "t", 0, 0, 100) == [b"synced at once"] + [
+            b"held-%d" % k for k in range(3) for _ in range(5)]
+    finally:
+        if hold.exists():
+            hold.unlink()
+        assert server.stop() == 0, server.log()[-3000:]
