@@ -1139,10 +1139,9 @@ int fdatasync(int fd) {
 """
 
 
-@pytest.mark.parametrize("python", [False, True], ids=["compiled", "HEADWATER_NO_EXTENSIONS"])
-def test_an_enforce_fsync_send_is_answered_only_after_its_fdatasync_returned(tmp_path, python):
-    """fdatasync held back (an LD_PRELOAD shim waits while a file exists): the send's reply does
-    not come; once the file is gone the sync returns and the reply comes, the message stored."""
+def _gated_server(tmp_path, python: bool):
+    """A started server whose fdatasync calls wait while the returned path exists (an LD_PRELOAD
+    shim built here); ``python``: on the pure-Python hot loops (HEADWATER_NO_EXTENSIONS=1)."""
     import shutil
     import subprocess
 
@@ -1157,7 +1156,14 @@ def test_an_enforce_fsync_send_is_answered_only_after_its_fdatasync_returned(tmp
     env = {"LD_PRELOAD": str(shim), "QA_FSYNC_HOLD": str(hold)}
     if python:
         env["HEADWATER_NO_EXTENSIONS"] = "1"
-    server = ServerProcess(tmp_path / "data", free_port(), free_port()).start(env=env)
+    return ServerProcess(tmp_path / "data", free_port(), free_port()).start(env=env), hold
+
+
+@pytest.mark.parametrize("python", [False, True], ids=["compiled", "HEADWATER_NO_EXTENSIONS"])
+def test_an_enforce_fsync_send_is_answered_only_after_its_fdatasync_returned(tmp_path, python):
+    """fdatasync held back (an LD_PRELOAD shim waits while a file exists): the send's reply does
+    not come; once the file is gone the sync returns and the reply comes, the message stored."""
+    server, hold = _gated_server(tmp_path, python)
     try:
         async def setup():
             c = await sdk_client(server)
@@ -1184,3 +1190,52 @@ def test_an_enforce_fsync_send_is_answered_only_after_its_fdatasync_returned(tmp
         if hold.exists():
             hold.unlink()
         assert server.stop() == 0, server.log()[-3000:]
+
+
+@pytest.mark.parametrize("python", [False, True], ids=["compiled", "HEADWATER_NO_EXTENSIONS"])
+def test_sends_go_on_while_the_flusher_is_stuck_and_read_back_identical(tmp_path, python):
+    """fdatasync held: sends to a topic with periodic syncs (every 8 messages) keep being answered
+    (the rounds queue behind the stuck one), pipelined bodies of one size included, while an
+    enforce_fsync send on another connection waits; released, everything reads back identical."""
+    server, hold = _gated_server(tmp_path, python)
+    try:
+        async def setup():
+            c = await sdk_client(server)
+            await c.create_stream("stuck")
+            await c.create_topic("stuck", "periodic", 1, options={"messages_required_to_save": "8"})
+            await c.create_topic("stuck", "fsync", 1, options={"enforce_fsync": "true"})
+        run(setup())
+        rng = random.Random(21)
+        hold.touch()
+        with RawConnection(server.iggy_address) as waiting, RawConnection(server.iggy_address) as c:
+            waiting.login()
+            c.login()
+            waiting.send(_send_frame(waiting, "stuck", "fsync", 0, [b"waits for its sync"]))
+            sent: list[bytes] = []
+            for _ in range(4):
+                frames = []
+                for k in range(20):
+                    payloads = [_payload(b"stuck%d" % k, i, 1000, rng) for i in range(50)]
+                    frames.append(_send_frame(c, "stuck", "periodic", 0, payloads))
+                    sent += payloads
+                for a in _pipeline(c, frames):
+                    assert a.kind == "reply" and a.status == 0, a
+            assert _read_all(c, "stuck", "periodic", 0) == sent
+            waiting.sock.settimeout(0.5)
+            with pytest.raises(socket.timeout):
+                waiting.sock.recv(1, socket.MSG_PEEK)
+            waiting.sock.settimeout(30)
+            hold.unlink()
+            a = waiting.read()
+            assert a.kind == "reply" and a.status == 0, a
+        server.kill()
+        server.start()
+        with RawConnection(server.iggy_address) as c:
+            c.login()
+            assert _read_all(c, "stuck", "periodic", 0) == sent
+            assert _read_all(c, "stuck", "fsync", 0) == [b"waits for its sync"]
+    finally:
+        if hold.exists():
+            hold.unlink()
+        if server.proc is not None:
+            assert server.stop() == 0, server.log()[-3000:]
