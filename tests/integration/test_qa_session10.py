@@ -1139,6 +1139,16 @@ int fdatasync(int fd) {
 """
 
 
+def _create_topics(server, stream: str, topics: dict[str, dict]) -> None:
+    """Stream ``stream`` and its one-partition topics (name -> options), through the SDK."""
+    async def go():
+        c = await sdk_client(server)
+        await c.create_stream(stream)
+        for name, options in topics.items():
+            await c.create_topic(stream, name, 1, options=options)
+    run(go())
+
+
 def _gated_server(tmp_path, python: bool):
     """A started server whose fdatasync calls wait while the returned path exists (an LD_PRELOAD
     shim built here); ``python``: on the pure-Python hot loops (HEADWATER_NO_EXTENSIONS=1)."""
@@ -1165,11 +1175,7 @@ def test_an_enforce_fsync_send_is_answered_only_after_its_fdatasync_returned(tmp
     not come; once the file is gone the sync returns and the reply comes, the message stored."""
     server, hold = _gated_server(tmp_path, python)
     try:
-        async def setup():
-            c = await sdk_client(server)
-            await c.create_stream("gate")
-            await c.create_topic("gate", "t", 1, options={"enforce_fsync": "true"})
-        run(setup())
+        _create_topics(server, "gate", {"t": {"enforce_fsync": "true"}})
         with RawConnection(server.iggy_address) as c:
             c.login()
             assert _send_answer(c, "gate", "t", 0, [b"synced at once"])[:2] == ("reply", 0)
@@ -1199,12 +1205,8 @@ def test_sends_go_on_while_the_flusher_is_stuck_and_read_back_identical(tmp_path
     enforce_fsync send on another connection waits; released, everything reads back identical."""
     server, hold = _gated_server(tmp_path, python)
     try:
-        async def setup():
-            c = await sdk_client(server)
-            await c.create_stream("stuck")
-            await c.create_topic("stuck", "periodic", 1, options={"messages_required_to_save": "8"})
-            await c.create_topic("stuck", "fsync", 1, options={"enforce_fsync": "true"})
-        run(setup())
+        _create_topics(server, "stuck", {"periodic": {"messages_required_to_save": "8"},
+                                         "fsync": {"enforce_fsync": "true"}})
         rng = random.Random(21)
         hold.touch()
         with RawConnection(server.iggy_address) as waiting, RawConnection(server.iggy_address) as c:
