@@ -1241,3 +1241,45 @@ def test_sends_go_on_while_the_flusher_is_stuck_and_read_back_identical(tmp_path
             hold.unlink()
         if server.proc is not None:
             assert server.stop() == 0, server.log()[-3000:]
+
+
+def test_many_connections_pipelining_same_size_sends_to_one_partition(server, root):
+    """8 connections pipeline frames of one size (each connection's spare reused) into the same
+    partition at once: every acknowledged message is stored once, whole, in its connection's order."""
+    assert ok(root.call_request(ws.CreateStream("many")))
+    assert ok(root.call_request(wtop.CreateTopic("many", 1, "t")))
+    acked: dict[int, list[bytes]] = {}
+    errors: list = []
+
+    def producer(n: int) -> None:
+        rng = random.Random(n)
+        try:
+            with RawConnection(server.iggy_address, timeout=60) as c:
+                c.login()
+                frames, expect = [], []
+                for k in range(30):
+                    payloads = [_payload(b"c%d-f%d" % (n, k), i, 1200, rng) for i in range(50)]
+                    frames.append(_send_frame(c, "many", "t", 0, payloads))
+                    expect.append(payloads)
+                got = []
+                for a, payloads in zip(_pipeline(c, frames), expect):
+                    assert a.kind == "reply" and a.status == 0, a
+                    got += payloads
+                acked[n] = got
+        except Exception as e:  # noqa: BLE001
+            errors.append((n, repr(e)))
+
+    threads = [threading.Thread(target=producer, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors, errors
+    with RawConnection(server.iggy_address) as c:
+        c.login()
+        stored = _read_all(c, "many", "t", 0)
+    assert all(_self_checks(p) for p in stored)
+    assert sorted(stored) == sorted(p for v in acked.values() for p in v)
+    for n, mine in acked.items():
+        prefix = b"c%d-" % n
+        assert [p for p in stored if p.startswith(prefix)] == mine, n
