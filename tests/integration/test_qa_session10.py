@@ -48,6 +48,7 @@ from headwater.codec.iggy.commands import users as wu
 from headwater.codec.iggy.primitives import Consumer, Partitioning, PollingStrategy
 from hw_server import ServerProcess, free_port
 from test_iggy_raw import ROOT, RawConnection, _wire_permissions, send_batch
+from test_robustness_fsync import failing_disk, send_until_fenced
 from test_robustness_wire import healthy, run, sdk_client
 
 POLL = int(Command.POLL_MESSAGES)
@@ -611,22 +612,12 @@ def test_sends_split_across_many_small_writes_read_back_byte_identical(server, r
 # --------------------------------------------------------------------------- the compiled flusher
 
 
-def _failing_disk():
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "storage"))
-    from failing_disk import failing_disk
-
-    return failing_disk
-
-
 @pytest.mark.parametrize("fsync", [True, False], ids=["enforce_fsync", "periodic"])
 @pytest.mark.parametrize("python", [False, True], ids=["compiled", "HEADWATER_NO_EXTENSIONS"])
 def test_a_failed_fdatasync_fences_the_partition_on_either_flusher(tmp_path, python, fsync):
     if not python and os.environ.get("HEADWATER_NO_EXTENSIONS"):
         pytest.skip("HEADWATER_NO_EXTENSIONS is set for the whole run: no compiled flusher")
-    with _failing_disk()(tmp_path) as mnt:
+    with failing_disk(tmp_path) as mnt:
         s = ServerProcess(mnt / "data", free_port(), free_port())
         s.start(env={"HEADWATER_NO_EXTENSIONS": "1"} if python else None)
         try:
@@ -638,21 +629,7 @@ def test_a_failed_fdatasync_fences_the_partition_on_either_flusher(tmp_path, pyt
                 await c.create_stream("disk")
                 options = {"enforce_fsync": "true"} if fsync else {"messages_required_to_save": "32"}
                 await c.create_topic("disk", "t", 1, options=options)
-                payload = random.Random(1).randbytes(3000)
-                acked = 0
-                for _ in range(200):  # 300 KB a send: the ~6 MiB behind the device runs out well before
-                    try:
-                        await c.send_messages("disk", "t", 0, [ig.SendMessage(payload) for _ in range(100)])
-                    except RuntimeError:
-                        break
-                    acked += 1
-                else:
-                    pytest.fail("no send failed although the disk under the data ran out")
-                for _ in range(3):  # fenced: every later send fails as well
-                    with pytest.raises(RuntimeError):
-                        await c.send_messages("disk", "t", 0, [ig.SendMessage(b"after")])
-                await c.ping()  # the server keeps serving
-                return acked
+                return await send_until_fenced(c, "disk", "t", sends=200)
 
             assert run(go(), 120) >= 1
         finally:
