@@ -41,12 +41,8 @@ def load(module: str):
 
 # the modules that choose an implementation at import (kept here so --version and the
 # startup log can import them all before reporting)
-CHOOSERS = (
-    "headwater.codec.batch",
-    "headwater.codec.kafka.convert",
-    "headwater.storage.local.readahead",
-    "headwater.storage.local.flusher",
-)
+CHOOSERS = ("headwater.codec.batch", "headwater.codec.kafka.convert", "headwater.storage.local.readahead",
+            "headwater.storage.local.flusher")
 
 
 def probe() -> str:

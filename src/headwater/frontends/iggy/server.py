@@ -48,7 +48,6 @@ from .handlers.messages import (
     poll_routed,
     same_stamp,
     send_route,
-    send_route_stamp,
 )
 from .registry import HANDLERS, Context
 from .session import Action, ClientTable, Event, State, Verdict, classify, step
@@ -457,14 +456,14 @@ class IggyFrontend:
         topic, send right, partition) in ``kept.route`` under the body's metadata bytes (u32
         length, stream and topic identifiers, partitioning): a later body of the same metadata
         bytes goes straight to :func:`.handlers.messages.append_routed` while
-        :func:`.handlers.messages.send_route_stamp` is the same and the topic still holds the
+        :func:`.handlers.messages.poll_route_stamp` (the poll's stamp: the same inputs) is the same and the topic still holds the
         partition, with the same reply, status and metrics as resolving it again (a route that
         does not resolve is never kept: the general path answers its error)."""
         route = kept.route
         if route is not None and len(body) >= 4:
             prefix, stamp, t, p = route
             n = _SIZE.unpack_from(body, 0)[0]
-            if (n == len(prefix) and body[:n] == prefix and same_stamp(stamp, send_route_stamp(ctx))
+            if (n == len(prefix) and body[:n] == prefix and same_stamp(stamp, poll_route_stamp(ctx))
                     and t.partitions.get(p.id) is p):
                 batch = send_messages_batch(body, n)
                 if batch is not None:
@@ -474,7 +473,7 @@ class IggyFrontend:
             return None
         if fields[2] != "partition":
             return self._send_now(ctx, cs, head, fields)
-        stamp = send_route_stamp(ctx)
+        stamp = poll_route_stamp(ctx)
         try:
             t, p = send_route(ctx, *fields[:4])
         except Exception:

@@ -60,7 +60,8 @@ def send_route(ctx: Context, stream_id, topic_id, route: str, value) -> tuple[To
     right, and the partition the batch goes to.
 
     For ``route`` "partition" the answer depends only on the request's fields,
-    :func:`send_route_stamp` and the topic's partitions: a connection may keep it and skip this
+    :func:`poll_route_stamp` (what a kept route of either kind depends on) and the topic's
+    partitions: a connection may keep it and skip this
     step for a later SendMessages of the same metadata bytes while the stamp is the same and the
     topic still holds that partition (the Iggy listener does: ``IggyFrontend._send_body``)."""
     t = ctx.broker.topic(stream_id, topic_id)
@@ -68,19 +69,9 @@ def send_route(ctx: Context, stream_id, topic_id, route: str, value) -> tuple[To
     return t, ctx.broker.route(t, route, value)
 
 
-def send_route_stamp(ctx: Context) -> tuple:
-    """What :func:`send_route` reads besides the request and the topic's partitions: the catalog
-    (ids and names of streams and topics: ``Catalog.generation``), the session's permissions
-    (``ctx.user`` and ``ctx.checker``, both replaced at every login and user change) and the
-    Kafka ACLs over them (the ACL store replaces its bindings on every change; the Kafka stream's
-    name). Compare stamps with :func:`same_stamp`."""
-    broker = ctx.broker
-    authorizer = broker.authorizer
-    return broker.catalog.generation, ctx.user, ctx.checker, authorizer.acls.bindings, authorizer.kafka_stream
-
-
 def same_stamp(a: tuple, b: tuple) -> bool:
-    """Whether two :func:`send_route_stamp` stamps are the same (the objects by identity)."""
+    """Whether two :func:`poll_route_stamp` stamps are the same (the user, checker and ACL
+    bindings by identity: cheaper than ``==``, which compares the user's fields)."""
     return a[0] == b[0] and a[1] is b[1] and a[2] is b[2] and a[3] is b[3] and a[4] == b[4]
 
 
