@@ -133,25 +133,30 @@ def test_a_failed_fsync_is_never_acknowledged_iggy(server_on_failing_disk):
 
     async def go():
         await _fsync_topics(server, "disk", {"t": 1})
-        c = await sdk_client(server)
-        payload = random.Random(1).randbytes(3000)
-        acked = 0
-        for i in range(60):  # 300 KB a send: the ~6 MiB behind the device runs out well before
-            try:
-                await c.send_messages("disk", "t", 0, [ig.SendMessage(payload) for _ in range(100)])
-            except RuntimeError:
-                break
-            acked += 1
-        else:
-            pytest.fail("no send failed although the disk under the data ran out")
-        for _ in range(3):  # the partition is fenced: every later send fails as well
-            with pytest.raises(RuntimeError):
-                await c.send_messages("disk", "t", 0, [ig.SendMessage(b"after")])
-        await c.ping()  # the server keeps serving
-        assert acked >= 1
-        return acked
+        assert await send_until_fenced(await sdk_client(server), "disk", "t") >= 1
 
     run(go(), 120)
+
+
+async def send_until_fenced(c: ig.IggyClient, stream: str, topic: str, sends: int = 60) -> int:
+    """Send 300 KB batches to partition 0 until one fails (the ~6 MiB behind a failing disk runs
+    out well before ``sends``); then every later send fails as well (the partition is fenced)
+    and the server keeps serving. Returns how many were acknowledged."""
+    payload = random.Random(1).randbytes(3000)
+    acked = 0
+    for _ in range(sends):
+        try:
+            await c.send_messages(stream, topic, 0, [ig.SendMessage(payload) for _ in range(100)])
+        except RuntimeError:
+            break
+        acked += 1
+    else:
+        pytest.fail("no send failed although the disk under the data ran out")
+    for _ in range(3):
+        with pytest.raises(RuntimeError):
+            await c.send_messages(stream, topic, 0, [ig.SendMessage(b"after")])
+    await c.ping()
+    return acked
 
 
 def test_a_failed_fsync_is_never_acknowledged_kafka(server_on_failing_disk):
