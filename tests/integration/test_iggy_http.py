@@ -8,6 +8,7 @@ import asyncio
 import base64
 import http.client
 import json
+import re
 import socket
 import time
 from pathlib import Path
@@ -464,7 +465,10 @@ def test_stalled_requests_are_closed_and_others_served(tmp_path):
             assert sock.recv(1024) == b""
             sock.close()
         call(s.http_port, "GET", "/streams", token=token)
-        assert 'reason="request timeout" count=3' in s.log()
+        # three closed for the timeout: in one sweep, or in two when a connection's first byte (or
+        # its accept) reached the server after a sweep had seen the others (a loaded machine)
+        counts = re.findall(r'reason="request timeout" count=(\d+)', s.log())
+        assert sum(map(int, counts)) == 3, counts
         assert "Traceback" not in s.log()
     finally:
         assert s.stop() == 0
