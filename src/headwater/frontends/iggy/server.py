@@ -44,7 +44,7 @@ from .handlers.messages import (
     append_routed,
     poll_batches,
     poll_route,
-    poll_route_stamp,
+    route_stamp,
     poll_routed,
     same_stamp,
     send_route,
@@ -348,7 +348,7 @@ class IggyFrontend:
         A single consumer's poll keeps its route (:func:`.handlers.messages.poll_route`: topic,
         partition, permission, consumer key) under the body's bytes before the strategy,
         ``cs.polls``: a later poll of the same bytes reads straight from that partition while
-        :func:`.handlers.messages.poll_route_stamp` is equal and the topic still holds the
+        :func:`.handlers.messages.route_stamp` is the same and the topic still holds the
         partition, with the same reply, status and metrics as resolving it again."""
         size = len(body)
         routes = cs.polls
@@ -358,7 +358,7 @@ class IggyFrontend:
             if route is not None:
                 strategy, value, count, auto_commit = _POLL_END.unpack_from(body, at)
                 t, p = route[1], route[2]
-                if (1 <= strategy <= 5 and route[0] == poll_route_stamp(ctx)
+                if (1 <= strategy <= 5 and same_stamp(route[0], route_stamp(ctx))
                         and t.partitions.get(p.id) is p):
                     return self._poll_reading(ctx, cs, head, route, strategy, value, count, auto_commit != 0)
         fields = poll_messages_fields(body)
@@ -382,7 +382,7 @@ class IggyFrontend:
             if body is None or consumer.kind != ConsumerKind.CONSUMER:
                 payload = poll_batches(ctx, *fields)
             else:  # a single consumer (its route is never a whole reply): keep it for the next poll
-                stamp = poll_route_stamp(ctx)
+                stamp = route_stamp(ctx)
                 route = poll_route(ctx, consumer, fields[1], fields[2], fields[3])
                 routes = cs.polls
                 if len(routes) >= _POLL_ROUTES:
@@ -456,14 +456,14 @@ class IggyFrontend:
         topic, send right, partition) in ``kept.route`` under the body's metadata bytes (u32
         length, stream and topic identifiers, partitioning): a later body of the same metadata
         bytes goes straight to :func:`.handlers.messages.append_routed` while
-        :func:`.handlers.messages.poll_route_stamp` (the poll's stamp: the same inputs) is the same and the topic still holds the
+        :func:`.handlers.messages.route_stamp` is the same (:func:`.handlers.messages.same_stamp`) and the topic still holds the
         partition, with the same reply, status and metrics as resolving it again (a route that
         does not resolve is never kept: the general path answers its error)."""
         route = kept.route
         if route is not None and len(body) >= 4:
             prefix, stamp, t, p = route
             n = _SIZE.unpack_from(body, 0)[0]
-            if (n == len(prefix) and body[:n] == prefix and same_stamp(stamp, poll_route_stamp(ctx))
+            if (n == len(prefix) and body[:n] == prefix and same_stamp(stamp, route_stamp(ctx))
                     and t.partitions.get(p.id) is p):
                 batch = send_messages_batch(body, n)
                 if batch is not None:
@@ -473,7 +473,7 @@ class IggyFrontend:
             return None
         if fields[2] != "partition":
             return self._send_now(ctx, cs, head, fields)
-        stamp = poll_route_stamp(ctx)
+        stamp = route_stamp(ctx)
         try:
             t, p = send_route(ctx, *fields[:4])
         except Exception:

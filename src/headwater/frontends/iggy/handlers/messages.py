@@ -60,7 +60,7 @@ def send_route(ctx: Context, stream_id, topic_id, route: str, value) -> tuple[To
     right, and the partition the batch goes to.
 
     For ``route`` "partition" the answer depends only on the request's fields,
-    :func:`poll_route_stamp` (what a kept route of either kind depends on) and the topic's
+    :func:`route_stamp` (what a kept route of either kind depends on) and the topic's
     partitions: a connection may keep it and skip this
     step for a later SendMessages of the same metadata bytes while the stamp is the same and the
     topic still holds that partition (the Iggy listener does: ``IggyFrontend._send_body``)."""
@@ -70,7 +70,7 @@ def send_route(ctx: Context, stream_id, topic_id, route: str, value) -> tuple[To
 
 
 def same_stamp(a: tuple, b: tuple) -> bool:
-    """Whether two :func:`poll_route_stamp` stamps are the same (the user, checker and ACL
+    """Whether two :func:`route_stamp` stamps are the same (the user, checker and ACL
     bindings by identity: cheaper than ``==``, which compares the user's fields)."""
     return a[0] == b[0] and a[1] is b[1] and a[2] is b[2] and a[3] is b[3] and a[4] == b[4]
 
@@ -165,7 +165,7 @@ def poll_route(ctx: Context, consumer, stream_id, topic_id, partition_id: int | 
     resync sentinel; no partition assigned: an empty poll).
 
     For a single consumer (not a group) the answer depends only on the request's fields,
-    :func:`poll_route_stamp` and the topic's partitions: a connection may keep it and skip
+    :func:`route_stamp` and the topic's partitions: a connection may keep it and skip
     this step for a later poll of the same fields while the stamp is equal and the topic
     still holds that partition (the Iggy listener does: ``IggyFrontend._poll_body``)."""
     t = ctx.broker.topic(stream_id, topic_id)
@@ -182,12 +182,13 @@ def poll_route(ctx: Context, consumer, stream_id, topic_id, partition_id: int | 
     return t, p, kind, name
 
 
-def poll_route_stamp(ctx: Context) -> tuple:
-    """What :func:`poll_route` reads besides the request and the topic's partitions: the catalog
-    (ids and names of streams and topics: ``Catalog.generation``), this session's permissions
-    (``ctx.user`` and ``ctx.checker``, replaced at every login and user change) and the Kafka ACLs over them
-    (the ACL store replaces its list on every change; the Kafka stream's name). Equal stamps:
-    a single consumer's route is still what it was."""
+def route_stamp(ctx: Context) -> tuple:
+    """What :func:`poll_route` and :func:`send_route` read besides the request and the topic's
+    partitions: the catalog (ids and names of streams and topics: ``Catalog.generation``), this
+    session's permissions (``ctx.user`` and ``ctx.checker``, replaced at every login and user
+    change) and the Kafka ACLs over them (the ACL store replaces its list on every change; the
+    Kafka stream's name). The same stamps (:func:`same_stamp`): a kept route of either kind is
+    still what it was."""
     broker = ctx.broker
     authorizer = broker.authorizer
     return broker.catalog.generation, ctx.user, ctx.checker, authorizer.acls.bindings, authorizer.kafka_stream
