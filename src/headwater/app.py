@@ -73,7 +73,7 @@ class StartupError(Exception):
 
 @dataclass
 class BoundListener:
-    """A listener's sockets, bound and listening, before anything serves them (QUIC: one UDP socket)."""
+    """A listener's sockets, bound but not yet listening, before anything serves them (QUIC: one UDP socket)."""
 
     name: str
     option: str  # the config key of its address
@@ -82,9 +82,36 @@ class BoundListener:
     sockets: list[socket.socket]
     tls: object = None  # the ssl.SSLContext a TLS listener serves with
 
+    def addresses(self) -> str:
+        """"HOST:PORT[, HOST:PORT]" of the sockets (the configured address where a socket
+        cannot say: closed). Never raises."""
+        where = []
+        for sock in self.sockets:
+            try:
+                host, port = sock.getsockname()[:2]
+            except OSError:
+                host, port = self.host, self.port
+            where.append(format_address(host, port))
+        return ", ".join(where)
+
+    def listen(self) -> None:
+        """``listen()`` on the stream sockets, before an event loop serves them. Raises
+        OSError (EADDRINUSE: another socket bound the port with SO_REUSEADDR since our
+        ``bind`` and listened first). uvloop's ``create_server(sock=...)`` does not raise
+        when its own ``listen`` fails: it closes the socket and only logs, leaving a
+        server that never accepts; listening here first turns that into this OSError.
+        The loop's own ``listen`` afterwards only sets its backlog."""
+        for sock in self.sockets:
+            if sock.type == socket.SOCK_STREAM:
+                sock.listen(LISTEN_BACKLOG)
+
     def close(self) -> None:
         for sock in self.sockets:
             sock.close()
+
+
+LISTEN_BACKLOG = 1024
+"""The backlog of :meth:`BoundListener.listen` (each listener's loop sets its own after)."""
 
 
 @dataclass
@@ -107,10 +134,11 @@ class App:
                 made[b.name] = self._http_listener(b, iggy)
         self.listeners.extend(made[b.name] for b in bound)
         for b, listener in zip(bound, self.listeners):
+            where = b.addresses()  # now: a failed start may have closed the sockets
             try:
+                b.listen()
                 await listener.start()
             except OSError as e:  # listen() lost a race for the port since bind()
-                where = ", ".join(f"{h}:{p}" for h, p in (s.getsockname()[:2] for s in b.sockets))
                 raise StartupError(b.option, f"cannot listen on {where}: {e.strerror or e}") from None
         for listener in self.listeners:
             kind = {"iggy-tcp": "tcp", "iggy-quic": "quic", "iggy-websocket": "websocket",

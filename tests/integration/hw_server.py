@@ -25,24 +25,56 @@ def _ephemeral_range() -> tuple[int, int]:
         return 32768, 60999  # Linux's default
 
 
+def _worker_share(low: int, high: int) -> tuple[int, int]:
+    """This pytest-xdist worker's own slice of ``[low, high)`` (all of it outside xdist).
+
+    Two workers picking ports from one range can both pick a port in the moments between
+    one's check and its server's bind; both servers then bind it (SO_REUSEADDR, neither
+    listening yet) and the second to ``listen`` fails ("Address already in use"). Slices
+    that do not overlap leave only this process's own picks to meet."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    try:
+        count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    except ValueError:
+        count = 1
+    if count <= 1 or not (worker.startswith("gw") and worker[2:].isdigit()):
+        return low, high
+    width = (high - low) // count
+    start = low + (int(worker[2:]) % count) * width
+    return start, start + width
+
+
+_given: list[int] = []  # the ports this process handed out last: not handed out again soon
+_GIVEN_KEPT = 512
+
+
 def free_port(kind: str = "tcp") -> int:
-    """A port free on 127.0.0.1 now, chosen at random below the kernel's ephemeral range.
+    """A port free on 127.0.0.1 now, chosen at random below the kernel's ephemeral range,
+    from this pytest-xdist worker's own slice of it, and not among this process's last
+    512 answers (a server not started yet has not bound the ports it was given).
 
     A port the kernel hands out for ``bind(0)`` comes from the ephemeral range, where every
     outgoing connection on the machine (any test's client, under pytest-xdist another
     worker's) also takes its local port: in the moments between this check and the server's
     own bind, such a connection could take it ("Address already in use"). Below that range
-    only another explicit bind can, and a random pick makes two pickers meeting unlikely."""
+    only another explicit bind can: another worker's (see :func:`_worker_share`) or another
+    program's."""
     sock_type = socket.SOCK_DGRAM if kind == "udp" else socket.SOCK_STREAM
-    low = _ephemeral_range()[0]
+    below = _ephemeral_range()[0]
+    low, high = _worker_share(10000, below) if below > 11000 else (0, 0)
     for _ in range(200):
-        port = _random.randrange(10000, low) if low > 11000 else 0
+        port = _random.randrange(low, high) if high > low else 0
+        if port and port in _given:
+            continue
         with socket.socket(type=sock_type) as s:
             try:
                 s.bind(("127.0.0.1", port))
             except OSError:
                 continue
-            return s.getsockname()[1]
+            port = s.getsockname()[1]
+        _given.append(port)
+        del _given[:-_GIVEN_KEPT]
+        return port
     raise RuntimeError("no free port found below the ephemeral range")
 
 
