@@ -436,15 +436,19 @@ async def start(
     except BaseException:
         for b in bound:
             b.close()
+        lock.discard()  # open_broker released the lock
         raise
     app = App(config, broker)
     try:
         ensure_root(broker, config, default_root=default_root, sources=sources)
         await app.start(bound)
     except BaseException:
-        for b in bound:
-            b.close()
-        await app.stop()
+        try:
+            await app.stop()  # a listener that started closes its own sockets; the broker releases the lock
+        finally:
+            for b in bound:  # those of the listeners that did not start
+                b.close()
+            lock.discard()  # a data directory this start created goes again (root user included)
         raise
     return app
 

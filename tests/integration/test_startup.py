@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import socket
 import subprocess
 import sys
+import time
 
 import apache_iggy as ig
 import pytest
@@ -365,3 +367,44 @@ def test_http_address_taken_is_one_line(tmp_path):
         f"headwater: cannot start: --http-address: cannot listen on 127.0.0.1:{port}: Address already in use"
     ], p.stderr
     assert not data.exists()
+
+
+# --------------------------------------------------------------------------- interrupted
+
+
+def test_sigint_while_the_data_directory_opens_is_one_line_exit_130_and_the_next_start_works(tmp_path):
+    # SIGINT as soon as the lock file names the server: the lock is taken, the listeners
+    # are being bound or the data directory opened, the server has not taken SIGINT over
+    data_dir = tmp_path / "data"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HEADWATER_")}
+    cmd = [sys.executable, "-m", "headwater", "serve", "--data-dir", str(data_dir),
+           "--tcp-address", "127.0.0.1:0", "--kafka-address", "127.0.0.1:0", *OTHER_LISTENERS,
+           "--with-default-root-credentials"]
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        for _ in range(60_000):  # bounded: the server writes its PID or exits
+            if p.poll() is not None:
+                break
+            try:
+                if (data_dir / ".lock").read_text().strip():
+                    break
+            except OSError:
+                pass
+            time.sleep(0.001)
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    lines = err.strip().splitlines()
+    if p.returncode == 0 and "headwater started" in err:
+        pytest.skip("the start finished before SIGINT arrived (then SIGINT stops it cleanly)")
+    assert p.returncode == 130, err
+    assert "Traceback" not in out + err and "Aborted" not in err, err
+    assert lines[-1] == "headwater: start-up interrupted (SIGINT); nothing was served", err
+    server = ServerProcess(data_dir, free_port(), free_port()).start()
+    try:
+        assert can_login(server, "iggy", "iggy")
+    finally:
+        server.stop()

@@ -97,3 +97,68 @@ def test_every_listener_names_its_transport_and_counts_its_connections(tmp_path)
     counts = asyncio.run(go())
     assert counts == {"quic": 0, "wss": 0, "http": 0, "tcp": 1, "kafka": 0}
     assert (tmp_path / "data" / "certs" / "server_cert.pem").exists()  # wss without a cert file: self-signed
+
+
+@pytest.mark.parametrize("run", list(_runners()))
+def test_a_first_start_that_loses_a_port_after_writing_removes_its_data_directory(tmp_path, monkeypatch, caplog, run):
+    # the port is taken once the data directory is open (root user, certificates written):
+    # the start fails naming the option, every listener that started stops without an error,
+    # and the directory this start created is gone again (the next first start makes its own root)
+    data = tmp_path / "new" / "data"
+    cfg = load(env={}, overrides={"system.data_dir": str(data), **OTHERS_ON_PORT_0,
+                                  "tcp.address": "127.0.0.1:0", "kafka.address": "127.0.0.1:0"})
+    thief = socket.socket()
+    thief.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    real_bind, real_open = app.bind_listeners, app.open_broker
+    taken = {}
+
+    def bind_then_share(config, sources=None):
+        bound = real_bind(config, sources)
+        taken["port"] = next(b for b in bound if b.name == "iggy-tcp").sockets[0].getsockname()[1]
+        thief.bind(("127.0.0.1", taken["port"]))
+        return bound
+
+    def open_then_take(config, lock, *, fresh=False):
+        broker = real_open(config, lock, fresh=fresh)
+        thief.listen()
+        return broker
+
+    monkeypatch.setattr(app, "bind_listeners", bind_then_share)
+    monkeypatch.setattr(app, "open_broker", open_then_take)
+    with thief, caplog.at_level("INFO", logger="headwater"):
+        with pytest.raises(app.StartupError) as e:
+            run(app.start(cfg, default_root=True))
+    assert e.value.option == "tcp.address" and f"127.0.0.1:{taken['port']}: " in e.value.problem
+    assert "root user created" in caplog.text.lower()  # it failed after writing
+    assert not [r for r in caplog.records if r.levelname == "ERROR"], caplog.text
+    assert os.listdir(tmp_path) == []  # "new" and "new/data" were made by this start: both gone
+
+
+def test_a_restart_that_loses_a_port_keeps_the_data_directory(tmp_path, monkeypatch):
+    data = tmp_path / "data"
+    cfg = load(env={}, overrides={"system.data_dir": str(data), **OTHERS_ON_PORT_0,
+                                  "tcp.address": "127.0.0.1:0", "kafka.address": "127.0.0.1:0"})
+
+    async def first_then_stop():
+        server = await app.start(cfg, default_root=True)
+        try:
+            server.broker.create_stream("kept")
+        finally:
+            await server.stop()
+
+    asyncio.run(first_then_stop())
+    before = sorted(p.relative_to(data) for p in data.rglob("*"))
+    with socket.socket() as thief:
+        thief.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        real_bind = app.bind_listeners
+
+        def bind_then_take(config, sources=None):
+            bound = real_bind(config, sources)
+            thief.bind(bound[-1].sockets[0].getsockname()[:2])
+            thief.listen()
+            return bound
+
+        monkeypatch.setattr(app, "bind_listeners", bind_then_take)
+        with pytest.raises(app.StartupError):
+            asyncio.run(app.start(cfg))
+    assert sorted(p.relative_to(data) for p in data.rglob("*")) == before

@@ -119,6 +119,11 @@ def serve(config_path, data_dir, tcp_address, kafka_address, http_address, quic_
         # a storage failure after start-up began (the message names the file):
         # refusing to start is right, a traceback is not
         _cannot_start(sources.get("system.data_dir", "system.data_dir"), str(e), 1)
+    except KeyboardInterrupt:
+        # SIGINT before the server took it over (while the data directory opens): what
+        # started was stopped on the way out; say so in one line, as a shell expects (130)
+        click.echo("headwater: start-up interrupted (SIGINT); nothing was served", err=True)
+        sys.exit(130)
 
 
 for _module in (resources, identity, messaging, offline, inspect_cmd):

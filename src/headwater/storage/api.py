@@ -343,6 +343,11 @@ class EngineLock(Protocol):
         """Let go (idempotent). ``remove``: also delete what taking the lock created,
         for a start that failed before writing anything."""
 
+    def discard(self) -> bool:
+        """After ``release()``, for a first start that failed after writing: when taking
+        the lock created the data's place, delete it all again (taking the lock again
+        for that). Returns whether it did; never touches data that was there before."""
+
 
 def lock_engine(url: str) -> EngineLock:
     """Take the exclusive lock the engine at ``url`` needs, without opening the engine.

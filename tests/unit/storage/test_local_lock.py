@@ -178,3 +178,37 @@ def test_a_failed_start_removes_only_the_lock_file_it_created(tmp_path):
     assert lock.created_file
     lock.release(remove=True)
     assert not fresh.exists() and before
+
+
+def test_discard_deletes_a_directory_acquire_created_and_nothing_that_was_there(tmp_path):
+    made = tmp_path / "a" / "data"
+    lock = DataDirLock.acquire(str(made))
+    assert lock.made_directory
+    assert not lock.discard()  # still held: nothing happens
+    engine = LocalEngine(str(made), lock=lock)  # writes its layout, adopts the lock
+    engine.close()
+    assert made.exists()
+    assert lock.discard()
+    assert os.listdir(tmp_path) == []  # "a" was made by acquire too
+    assert not lock.discard()  # twice: nothing left to do
+
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    (kept / "streams").mkdir()
+    lock = DataDirLock.acquire(str(kept))
+    assert not lock.made_directory
+    lock.release()
+    assert not lock.discard() and sorted(os.listdir(kept)) == [LOCK_NAME, "streams"]
+
+
+def test_discard_leaves_a_directory_another_holder_took_or_foreign_entries(tmp_path):
+    made = tmp_path / "data"
+    lock = DataDirLock.acquire(str(made))
+    lock.release()
+    other = DataDirLock.acquire(str(made))  # someone else's now
+    assert not lock.discard() and (made / LOCK_NAME).exists()
+    other.release()
+    (made / "notes.txt").write_text("not ours")
+    assert not lock.discard()
+    assert sorted(os.listdir(made)) == [LOCK_NAME, "notes.txt"]
+    DataDirLock.acquire(str(made)).release()  # and the lock was let go again

@@ -26,6 +26,7 @@ import errno
 import fcntl
 import os
 import shutil
+import time
 
 from headwater.storage.api import StorageError
 
@@ -50,13 +51,20 @@ class DataDirLocked(StorageError):
 
 
 def _read_pid_at(path: str) -> int | None:
-    """The PID recorded in the lock file at ``path`` (never following a symbolic link)."""
+    """The PID recorded in the lock file at ``path`` (never following a symbolic link).
+    A holder that has just taken the lock may not have written its PID yet (it empties
+    the file first): an empty file is read again a few times, 10 ms apart."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
     except OSError:
         return None
     try:
-        return _read_pid(fd)
+        for _ in range(5):
+            pid = _read_pid(fd)
+            if pid is not None:
+                return pid
+            time.sleep(0.01)
+        return None
     finally:
         os.close(fd)
 
@@ -163,6 +171,33 @@ class DataDirLock:
     @property
     def held(self) -> bool:
         return self._fd is not None
+
+    @property
+    def made_directory(self) -> bool:
+        """Whether :meth:`acquire` created the data directory itself (nothing was there)."""
+        return bool(self.created) and self.created[-1] == self.directory
+
+    def discard(self) -> bool:
+        """After :meth:`release`, for a first start that failed after writing its data:
+        when :meth:`acquire` created the directory, take the lock again, delete everything
+        in it, and remove the lock file and the directories :meth:`acquire` created.
+        Returns whether it did. Leaves everything (False) when the directory was there
+        before, the lock is still held, another process holds it now, or it holds entries
+        a data directory does not (see :meth:`empty`)."""
+        if not self.made_directory or self._fd is not None or not os.path.isdir(self.directory):
+            return False
+        try:
+            again = DataDirLock.acquire(self.directory)
+        except StorageError:
+            return False
+        try:
+            again.empty()
+        except (StorageError, OSError):
+            again.release()
+            return False
+        again.created, again.created_file = self.created, True
+        again.release(remove=True)
+        return True
 
     def release(self, *, remove: bool = False) -> None:
         """Drop the lock (idempotent). ``remove``: also delete what :meth:`acquire` created
