@@ -9,10 +9,7 @@ from __future__ import annotations
 import glob
 import os
 import random
-import signal
 import subprocess
-import sys
-import time
 
 import pytest
 
@@ -24,7 +21,7 @@ from headwater.storage.local.log import LocalPartitionLog
 from headwater.storage.local.segment import segment_name
 
 from storage_batches import stamped_batch
-from test_local_crash import WRITER, crash_writer
+from test_local_crash import crash_writer, run_writer_and_kill
 
 MIB = 1 << 20
 SEGMENT = 16 * MIB
@@ -228,23 +225,6 @@ def test_turned_off_the_log_works_as_before(tmp_path):
         flusher.close()
 
 
-def _run_and_kill(directory: str, rng: random.Random) -> set[int]:
-    proc = subprocess.Popen([sys.executable, WRITER, directory, "0", str(1 << 20)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        first = proc.stdout.readline()
-        assert first.startswith(b"ready"), (first, proc.stderr.read())
-        time.sleep(rng.uniform(0.05, 0.4))
-        proc.send_signal(signal.SIGKILL)
-        out, err = proc.communicate(timeout=10)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == -signal.SIGKILL, err
-    return {int(line) for line in out.split() if line.isdigit()}
-
-
 @pytest.mark.slow
 def test_sigkill_with_spares_and_reservations_loses_no_returned_append(tmp_path, flusher):
     """crash_writer with 1 MiB segments: spares made and adopted, segments reserved and released
@@ -255,7 +235,7 @@ def test_sigkill_with_spares_and_reservations_loses_no_returned_append(tmp_path,
     acked: set[int] = set()
     policy = crash_writer.policy(False, 1 << 20)
     for _ in range(5):
-        acked |= _run_and_kill(d, rng)
+        acked |= run_writer_and_kill(d, False, rng, True, 1 << 20)
         log = LocalPartitionLog.open(d, policy, flusher)
         try:
             assert spares(d) == []  # a leftover spare was swept by recovery
