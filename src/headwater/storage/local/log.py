@@ -250,17 +250,18 @@ class LocalPartitionLog:
     def _prepare(self, active: Segment, reserved: int) -> None:
         """``active`` just became the active segment, ``reserved`` bytes of its .log reserved
         (:mod:`.prealloc`): :meth:`_ahead` runs once it holds ``ACTIVE_AFTER_BYTES`` (or half of
-        ``segment_size``), so a partition nothing is written to reserves nothing."""
+        ``segment_size`` when smaller), so a partition nothing is written to reserves nothing."""
         if self._reservations is None or active.sealed:
             return
         size = self.policy.segment_size
         self._active_reserved = reserved >= size
-        self._ahead_at = max(1, size // 2 if self._active_reserved else min(ACTIVE_AFTER_BYTES, size // 2))
+        self._ahead_at = max(1, min(ACTIVE_AFTER_BYTES, size // 2))
 
     def _ahead(self, active: Segment) -> None:
-        """The active segment is being written: have the rest of it reserved off the loop
-        (once; a segment made from a spare is already), and once it holds half of
-        ``segment_size`` ask for the next segment's spare."""
+        """The active segment is being written: have the rest of it reserved off the loop (a
+        segment made from a spare is already) and ask for the next segment's spare, which then
+        has the rest of this segment's life to be made."""
+        self._ahead_at = 1 << 62
         r = self._reservations
         if r is None:
             return
@@ -283,11 +284,7 @@ class LocalPartitionLog:
                 else:
                     jobs.append((fd, st.st_size, target))
             r.reserve_active(jobs)
-        if active.size >= size // 2:
-            self._ahead_at = 1 << 62
-            r.want_spare(size, index_bytes)
-        else:
-            self._ahead_at = size // 2
+        r.want_spare(size, index_bytes)
 
     def _trim_active(self) -> None:
         """Free the blocks reserved past the active segment's end (:meth:`.prealloc.Preallocator.release_all`)."""

@@ -13,8 +13,8 @@ its writeback allocates nothing (only converts the extent), so that wait is gone
 allocates under it: run on the file being appended to, it would only move the wait. So the
 blocks are reserved in a file nothing appends to yet:
 
-* **The spare**: once the active segment holds half of ``segment_size``, the log asks for
-  the next segment's files (:meth:`Reservations.want_spare`). A worker thread creates
+* **The spare**: once the active segment holds ``ACTIVE_AFTER_BYTES`` (or half of
+  ``segment_size`` when that is less), the log asks for the next segment's files (:meth:`Reservations.want_spare`). A worker thread creates
   ``spare-<n>.log.staging`` and ``spare-<n>.index.staging`` in the partition directory and
   reserves ``segment_size`` bytes of the ``.log`` (and the index entries a full segment needs,
   24 bytes per ``index_interval_bytes``) with ``FALLOC_FL_KEEP_SIZE``: the file size stays 0,
@@ -23,9 +23,12 @@ blocks are reserved in a file nothing appends to yet:
   it under the new segment's name (``os.link`` then ``os.unlink``: metadata only, no inode to
   allocate); when it is not ready the loop creates the segment itself, as before. The loop
   never waits for the worker.
+  The spare is asked for that early because making it takes a while on a busy disk
+  (``fallocate`` reads block bitmaps too: 0.3-1 s for 1 GiB was seen under load), and a roll
+  that finds it not ready falls back to the case below.
 * **A segment not made from a spare** (a partition's first, the active one after a restart
-  or a truncation, a roll that came before the spare was ready): once it holds
-  ``ACTIVE_AFTER_BYTES`` the worker reserves the rest of it, once, ``STEP_BYTES`` per call.
+  or a truncation, a roll that came before the spare was ready): at the same point the
+  worker reserves the rest of it, once, ``STEP_BYTES`` per call.
   This one does run beside the appends (an append may wait for one call's allocation); it
   happens once per such segment, where without it every 4 MiB written back allocates.
 * **Sealed segments keep nothing past their end**: a segment sealed with reserved blocks
@@ -73,8 +76,9 @@ from typing import Callable
 FALLOC_FL_KEEP_SIZE = 0x01
 """``fallocate(2)`` mode: allocate blocks, leave the file size alone (include/uapi/linux/falloc.h)."""
 ACTIVE_AFTER_BYTES = 8 << 20
-"""A segment not made from a spare has the rest of it reserved once it holds this many bytes
-(so a partition nothing is written to reserves nothing)."""
+"""Once the active segment holds this many bytes (or half of ``segment_size`` when less), the
+next segment's spare is asked for and, for a segment not made from a spare, the rest of it
+reserved (so a partition nothing is written to reserves nothing)."""
 STEP_BYTES = 64 << 20
 """Bytes one ``fallocate`` call reserves (so a log closing waits for at most one call)."""
 MIN_FREE_BYTES = 1 << 30
@@ -344,6 +348,8 @@ class Reservations:
 
     def give_back(self) -> None:
         """Delete the spare (if ready) and cut the active segment's reserved tail (loop)."""
+        if self.closed:
+            return
         with self.lock:
             spare = self.take_spare()
             if spare is not None:
@@ -365,6 +371,8 @@ class Reservations:
     # -- the worker ----------------------------------------------------------------
 
     def _job_spare(self, log_bytes: int, index_bytes: int) -> None:
+        """Make the spare and publish it (``spare``); ``asked`` stays set until the loop takes
+        it (or is cleared here when no spare could be made), so there is one at a time."""
         owner = self.owner
         with self.lock:
             if self.closed:
@@ -379,6 +387,7 @@ class Reservations:
                 owner.errors += 1
                 if log_fd >= 0:
                     Spare(stem + ".log" + SPARE_SUFFIX, "", log_fd, -1).discard()
+                self.asked = False  # the next segment asks again
                 return
             spare = Spare(stem + ".log" + SPARE_SUFFIX, stem + ".index" + SPARE_SUFFIX, log_fd, index_fd)
             owner._reserve(self, index_fd, 0, index_bytes)
