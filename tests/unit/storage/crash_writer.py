@@ -1,6 +1,6 @@
 """Crash-test writer: appends batches to a partition log forever, printing each offset.
 
-Run as ``python crash_writer.py DATA_DIR PREALLOCATE(0|1)``. Prints ``ready
+Run as ``python crash_writer.py DATA_DIR PREALLOCATE(0|1) [SEGMENT_SIZE]``. Prints ``ready
 <next_offset>`` once the log is open, then the base_offset of every batch whose
 ``append`` returned, flushed. The batch for a base offset is always the same
 bytes (:func:`batch_for`), so the test can check what survived a SIGKILL.
@@ -16,9 +16,9 @@ from headwater.storage.api import SegmentPolicy
 from headwater.storage.local.log import LocalPartitionLog
 
 
-def policy(preallocate: bool) -> SegmentPolicy:
+def policy(preallocate: bool, segment_size: int = 64 * 1024) -> SegmentPolicy:
     return SegmentPolicy(
-        segment_size=64 * 1024,
+        segment_size=segment_size,
         index_interval_bytes=1024,
         preallocate_segments=preallocate,
         messages_required_to_save=500,
@@ -40,7 +40,8 @@ def batch_for(base_offset: int) -> bytes:
 
 def main() -> None:
     directory, preallocate = sys.argv[1], sys.argv[2] == "1"
-    log = LocalPartitionLog.open(directory, policy(preallocate))
+    segment_size = int(sys.argv[3]) if len(sys.argv) > 3 else 64 * 1024
+    log = LocalPartitionLog.open(directory, policy(preallocate, segment_size))
     out = sys.stdout
     out.write(f"ready {log.next_offset}\n")
     out.flush()

@@ -21,9 +21,10 @@ crash_writer = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(crash_writer)
 
 
-def run_writer_and_kill(directory: str, preallocate: bool, rng: random.Random, wait_ready: bool) -> set[int]:
+def run_writer_and_kill(directory: str, preallocate: bool, rng: random.Random, wait_ready: bool,
+                        segment_size: int = 64 * 1024) -> set[int]:
     proc = subprocess.Popen(
-        [sys.executable, WRITER, directory, "1" if preallocate else "0"],
+        [sys.executable, WRITER, directory, "1" if preallocate else "0", str(segment_size)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )

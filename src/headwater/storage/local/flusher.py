@@ -96,6 +96,7 @@ from typing import Callable
 from headwater import _native, metrics
 from headwater.storage.api import StorageError, SyncFailed
 
+from .prealloc import Preallocator
 from .writebehind import CACHE_BYTES, WriteBehind
 
 FLUSHER_THREADS = 4
@@ -156,10 +157,13 @@ class Flusher:
     round (fdatasync, close, result) without the GIL and take it only to call the loop
     back; False: the pure-Python workers (the reference; ``HEADWATER_NO_EXTENSIONS=1``).
     Both behave the same (``tests/unit/storage/test_flusher.py`` runs on both).
+
+    ``preallocator`` (:mod:`.prealloc`; ``preallocate`` false: off) reserves the logs' blocks
+    ahead of their appends on its own thread.
     """
 
     def __init__(self, threads: int = FLUSHER_THREADS, write_behind_cache_bytes: int = CACHE_BYTES,
-                 native: bool | None = None):
+                 native: bool | None = None, preallocate: bool = True):
         if native and _sync_c is None:
             raise RuntimeError("the compiled flusher (headwater.storage.local._sync_c) is not available")
         self._native = _sync_c.SyncQueue() if (_sync_c is not None if native is None else native) else None
@@ -171,6 +175,7 @@ class Flusher:
         self._last_submitted = self._last_finished = 0
         self._shut = False
         self.write_behind = WriteBehind(write_behind_cache_bytes)
+        self.preallocator = Preallocator(preallocate)
         self.rounds = 0
         self.fdatasync_calls = 0
         self.acknowledged = 0
@@ -262,6 +267,7 @@ class Flusher:
             if self._native is not None:
                 self._native.release()
         self.write_behind.close()
+        self.preallocator.close()
 
 
 _OPEN: "weakref.WeakSet[Flusher]" = weakref.WeakSet()

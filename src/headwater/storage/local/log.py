@@ -21,6 +21,13 @@ segment's entry) are synced by the next group-commit round, asked for at the
 rotation and not awaited (inline when no event loop runs); ``sync()`` and
 ``close()`` sync them too. A failed sync fences the log (SyncFailed).
 
+Blocks ahead (:mod:`.prealloc`, unless the topic's ``preallocate_segments``): once the active
+segment holds 8 MiB, a worker thread makes the next segment's files and reserves their blocks
+(``fallocate`` keeping the size), and reserves the rest of an active segment not made that
+way; the roll links the spare under the new segment's name when it is ready (never waiting
+for it). An append refused with ENOSPC / EDQUOT has every reservation given back and is
+retried once.
+
 Write failures (ENOSPC, EDQUOT, EIO...): a failed append is undone (index
 and log cut back to the last good size) and raised as StorageWriteError; if
 even the cut fails, writes are fenced (WritesFenced) until a later append
@@ -35,6 +42,7 @@ One writer per partition: the object is not thread-safe.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 from bisect import bisect_right
 from collections import OrderedDict
@@ -51,6 +59,7 @@ from headwater.storage.api import (
 
 from . import compaction
 from .flusher import Flusher, GroupCommit, shared_flusher
+from .prealloc import ACTIVE_AFTER_BYTES, DISK_FULL, ENTRY_BYTES
 from .recovery import CLEAN_SHUTDOWN, RecoveryReport, recover_partition
 from .retention import segments_to_delete
 from .segment import MIN_BATCH_SIZE, Segment, fsync_dir, unpack_header
@@ -99,6 +108,14 @@ class LocalPartitionLog:
             lambda: self._segments[-1].sync_targets(),
             lambda: self._segments[-1].sync(),
         )
+        # blocks reserved ahead of the appends, off the loop (:mod:`.prealloc`); None: off (or the
+        # topic's preallocate_segments, which extends each segment with posix_fallocate instead)
+        self._reservations = (
+            None if policy.preallocate_segments else flusher.preallocator.attach(directory, self._trim_active)
+        )
+        self._ahead_at = 1 << 62  # the active segment's size at which _ahead() runs next
+        self._active_reserved = True  # the active segment's reservation was asked for (or is not needed)
+        self._prepare(segments[-1], 0)
 
     @classmethod
     def open(cls, directory: str, policy: SegmentPolicy, flusher: Flusher | None = None) -> "LocalPartitionLog":
@@ -204,7 +221,18 @@ class LocalPartitionLog:
         try:
             active.append(batch, base_offset, base_ts, count)
         except OSError as exc:
-            raise self._undo(active, mark, exc) from exc
+            failed = self._undo(active, mark, exc)
+            if exc.errno not in DISK_FULL or self._reservations is None or self._fenced is not None:
+                raise failed from exc
+            # out of space while blocks may be reserved ahead (.prealloc): give every reservation
+            # back and try once more; a second failure is the disk's answer
+            self._reservations.owner.release_all()
+            try:
+                active.append(batch, base_offset, base_ts, count)
+            except OSError as again:
+                raise self._undo(active, mark, again) from again
+        if active.size >= self._ahead_at:
+            self._ahead(active)
         policy = self.policy
         durable = None
         if policy.enforce_fsync:
@@ -226,6 +254,51 @@ class LocalPartitionLog:
             except (OSError, StorageError):
                 pass  # the batch is stored; the next append makes the new segment, or fails
         return durable
+
+    def _prepare(self, active: Segment, reserved: int) -> None:
+        """``active`` just became the active segment, ``reserved`` bytes of its .log reserved
+        (:mod:`.prealloc`): :meth:`_ahead` runs once it holds ``ACTIVE_AFTER_BYTES`` (or half of
+        ``segment_size`` when smaller), so a partition nothing is written to reserves nothing."""
+        if self._reservations is None or active.sealed:
+            return
+        size = self.policy.segment_size
+        self._active_reserved = reserved >= size
+        self._ahead_at = max(1, min(ACTIVE_AFTER_BYTES, size // 2))
+
+    def _ahead(self, active: Segment) -> None:
+        """The active segment is being written: have the rest of it reserved off the loop (a
+        segment made from a spare is already) and ask for the next segment's spare, which then
+        has the rest of this segment's life to be made."""
+        self._ahead_at = 1 << 62
+        r = self._reservations
+        if r is None:
+            return
+        size = self.policy.segment_size
+        index_bytes = (size // max(self.policy.index_interval_bytes, 1) + 1) * ENTRY_BYTES
+        if not self._active_reserved:
+            self._active_reserved = True
+            jobs = []
+            try:
+                fds = active.dup_fds()
+            except OSError:
+                fds = []
+            for fd, target in zip(fds, (size, index_bytes)):
+                try:
+                    st = os.fstat(fd)
+                except OSError:
+                    st = None
+                if st is None or st.st_blocks * 512 >= target:
+                    os.close(fd)  # reserved already (a reservation past the end outlives a restart)
+                else:
+                    jobs.append((fd, st.st_size, target))
+            r.reserve_active(jobs)
+        r.want_spare(size, index_bytes)
+
+    def _trim_active(self) -> None:
+        """Free the blocks reserved past the active segment's end (:meth:`.prealloc.Preallocator.release_all`)."""
+        active = self._segments[-1]
+        if not active.sealed:
+            active.trim_reserved()
 
     def _hand_over(self, segment: Segment, at_least: int, sealed: bool = False) -> None:
         """Give write-behind (:mod:`.writebehind`) the bytes of ``segment`` appended since
@@ -288,10 +361,20 @@ class LocalPartitionLog:
         left to the group commit (a round asked for here, not awaited; inline when no
         event loop runs): it covers the waiters queued before the seal too."""
         active = self._segments[-1]
+        r = self._reservations
+        try:
+            held = active.dup_fds() if r is not None else []  # for releasing its reserved blocks
+        except OSError:
+            held = []
         try:
             fds = active.seal()  # cuts the preallocated tail; no sync here
         except OSError as exc:
+            for fd in held:
+                os.close(fd)
             raise self._commit.fence(exc) from exc
+        if held:
+            size = active.size
+            r.release_tail(held, size, lambda: active.sealed and active.size == size)  # type: ignore[union-attr]
         self._sealed_bytes += active.size
         self._unsynced_messages = self._unsynced_bytes = 0
         self._commit.add_sealed(fds, active.log_path)
@@ -315,9 +398,23 @@ class LocalPartitionLog:
         ``sync_dir`` false: the caller has the directory synced (see :meth:`_rotate`)."""
         prealloc = self.policy.segment_size if self.policy.preallocate_segments else 0
         start = self._segments[-1].end_offset
-        self._segments.append(
-            Segment.create(self.directory, start, self.policy.index_interval_bytes, prealloc, sync_dir)
-        )
+        interval = self.policy.index_interval_bytes
+        spare = self._reservations.take_spare() if self._reservations is not None else None
+        seg, reserved = None, 0
+        if spare is not None:  # made and reserved off the loop (.prealloc): linked under the segment's names
+            try:
+                seg = Segment.adopt(self.directory, start, interval, spare.log_fd, spare.index_fd,
+                                    spare.log_path, spare.index_path)
+            except (StorageError, StorageWriteError):
+                spare.discard()  # create() below says what is wrong
+            else:
+                reserved = spare.reserved
+                if sync_dir:
+                    fsync_dir(self.directory)
+        if seg is None:
+            seg = Segment.create(self.directory, start, interval, prealloc, sync_dir)
+        self._segments.append(seg)
+        self._prepare(seg, reserved)
 
     def sync(self) -> None:
         """fdatasync now, on this thread: segments sealed and not yet synced by a round
@@ -485,9 +582,13 @@ class LocalPartitionLog:
             later.delete()
         del self._segments[i + 1 :]
         self._open_sealed.pop(seg.start_offset, None)
-        seg.truncate(position, cut_offset, max_ts)
-        if seg.sealed:
-            seg.activate(0)
+        r = self._reservations
+        # (.prealloc: a release of this segment's reserved blocks may not run meanwhile)
+        with r.lock if r is not None else contextlib.nullcontext():
+            seg.truncate(position, cut_offset, max_ts)
+            if seg.sealed:
+                seg.activate(0)
+        self._prepare(seg, 0)
         self._sealed_bytes = sum(s.size for s in self._segments[:-1])
         self._unsynced_messages = self._unsynced_bytes = 0
         fsync_dir(self.directory)
@@ -572,6 +673,8 @@ class LocalPartitionLog:
                 self._commit.sync_inline()  # a failure fences (a round in flight fails too) and raises
                 synced = True
         finally:
+            if self._reservations is not None:
+                self._reservations.close()  # its spare deleted; the active segment keeps its reservation
             for seg in self._segments:
                 seg.release()
             self._open_sealed.clear()

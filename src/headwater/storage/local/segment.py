@@ -136,6 +136,24 @@ def preallocate(fd: int, size: int) -> None:
             raise
 
 
+def _unlink_all(paths) -> None:
+    for path in paths:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+
+
+def _unmade(made: list[str], exc: OSError, what: str) -> StorageError:
+    """After making a segment's files failed with ``exc``: remove those ``made`` (a half-made
+    segment would block the next try) and return the error to raise (StorageError when the
+    files existed already, else StorageWriteError)."""
+    _unlink_all(made)
+    if isinstance(exc, FileExistsError):
+        return StorageError(f"segment file already exists: {exc.filename}")
+    return StorageWriteError.from_os_error(what, exc)
+
+
 class Segment:
     """One segment's state and files.
 
@@ -223,14 +241,35 @@ class Segment:
                 fsync_dir(directory)
         except OSError as exc:
             seg.release()
-            for path in made:  # a half-made segment would block the next try (O_EXCL)
-                try:
-                    os.unlink(path)
-                except OSError:
-                    pass
-            if isinstance(exc, FileExistsError):
-                raise StorageError(f"segment file already exists: {exc.filename}") from exc
-            raise StorageWriteError.from_os_error(f"{seg.log_path}: cannot create the segment", exc) from exc
+            raise _unmade(made, exc, f"{seg.log_path}: cannot create the segment") from exc
+        return seg
+
+    @classmethod
+    def adopt(
+        cls, directory: str, start_offset: int, index_interval_bytes: int, log_fd: int, index_fd: int,
+        log_path: str, index_path: str,
+    ) -> "Segment":
+        """The new active segment from files made ahead (:mod:`.prealloc`'s spare: empty, open
+        read-write as ``log_fd`` / ``index_fd``, named ``log_path`` / ``index_path``): both are
+        linked under the segment's names, then the spare names removed. The directory is
+        not synced (the caller has it synced, as for :meth:`create` with ``sync_dir`` false).
+
+        Raises StorageError if the segment's files already exist, StorageWriteError when
+        the filesystem refuses (the fds are then still the caller's and nothing is left
+        under the segment's names)."""
+        seg = cls(directory, start_offset, start_offset, 0, 0, index_interval_bytes)
+        made: list[str] = []
+        try:
+            os.link(log_path, seg.log_path)
+            made.append(seg.log_path)
+            os.link(index_path, seg.index_path)
+            made.append(seg.index_path)
+        except OSError as exc:
+            raise _unmade(made, exc, f"{seg.log_path}: cannot adopt the spare segment") from exc
+        _unlink_all((log_path, index_path))  # a name left over: swept at the next boot (recovery)
+        seg._fd = log_fd
+        seg._index = SegmentIndex(seg.index_path, array("Q"), index_fd, index_interval_bytes)
+        seg.sealed = False
         return seg
 
     def activate(self, preallocate_bytes: int) -> None:
@@ -298,6 +337,30 @@ class Segment:
         self.sealed = True
         self.release()
         return fds
+
+    def dup_fds(self) -> list[int]:
+        """Duplicates (``os.dup``) of the open .log fd and of the .index fd when it is open for
+        writing, for a worker (:mod:`.prealloc`); the caller closes them. Raises OSError."""
+        fds: list[int] = []
+        if self._fd is None:
+            return fds
+        fds.append(os.dup(self._fd))
+        try:
+            if self._index is not None and self._index.fd is not None:
+                fds.append(os.dup(self._index.fd))
+        except OSError:
+            os.close(fds[0])
+            raise
+        return fds
+
+    def trim_reserved(self) -> None:
+        """Free the blocks reserved past the end of the active segment's files (``ftruncate``
+        to their size: ext4 frees blocks past the end even at the same size). Raises OSError."""
+        if self._fd is None or self.sealed:
+            return
+        os.ftruncate(self._fd, self._file_size)
+        if self._index is not None and self._index.fd is not None:
+            os.ftruncate(self._index.fd, os.fstat(self._index.fd).st_size)
 
     def delete(self) -> None:
         """Close and unlink .log, then .index (an orphan index is swept at boot)."""

@@ -1,0 +1,476 @@
+"""Block preallocation off the event loop: appends write into blocks reserved beforehand.
+
+Why (measured in session 10, docs/benchmarks.md "Produce-ack tail at the 5 ms tick (session
+10)"; session 11, "Ack stalls: preallocation"): on ext4 (delayed allocation) a ``pwrite`` that
+extends a segment reserves a delayed block for each new page under the inode's ``i_data_sem``,
+and writeback later allocates those blocks holding the same lock, reading a block group's
+bitmap from the disk when it is not cached. On a busy shared disk that read takes tens to
+hundreds of ms, and the event loop's next ``pwrite`` into that file waits for it. A write into
+blocks already reserved with ``fallocate(2)`` (unwritten extents) takes no delayed block and
+its writeback allocates nothing (only converts the extent), so that wait is gone.
+
+``fallocate`` itself takes the inode's lock (``i_rwsem``), which every ``pwrite`` takes too, and
+allocates under it: run on the file being appended to, it would only move the wait. So the
+blocks are reserved in a file nothing appends to yet:
+
+* **The spare**: once the active segment holds ``ACTIVE_AFTER_BYTES`` (or half of
+  ``segment_size`` when that is less), the log asks for the next segment's files (:meth:`Reservations.want_spare`). A worker thread creates
+  ``spare-<n>.log.staging`` and ``spare-<n>.index.staging`` in the partition directory and
+  reserves ``segment_size`` bytes of the ``.log`` (and the index entries a full segment needs,
+  24 bytes per ``index_interval_bytes``) with ``FALLOC_FL_KEEP_SIZE``: the file size stays 0,
+  so a spare holds no data, and recovery sweeps a leftover one like any ``*.staging`` file.
+  At the roll the loop takes it (:meth:`Reservations.take_spare`) when it is ready and links
+  it under the new segment's name (``os.link`` then ``os.unlink``: metadata only, no inode to
+  allocate); when it is not ready the loop creates the segment itself, as before. The loop
+  never waits for the worker.
+  The spare is asked for that early because making it takes a while on a busy disk
+  (``fallocate`` reads block bitmaps too: 0.3-1 s for 1 GiB was seen under load), and a roll
+  that finds it not ready falls back to the case below.
+* **A segment not made from a spare** (a partition's first, the active one after a restart
+  or a truncation, a roll that came before the spare was ready): at the same point the
+  worker reserves the rest of it, once, ``STEP_BYTES`` per call.
+  This one does run beside the appends (an append may wait for one call's allocation); it
+  happens once per such segment, where without it every 4 MiB written back allocates.
+* **Sealed segments keep nothing past their end**: a segment sealed with reserved blocks
+  past its size (a time-based roll, a truncation) has them released by the worker
+  (``ftruncate`` to its size on a duplicate fd; ext4 frees blocks past the end even when the
+  size does not change), under the log's lock so that a truncation reactivating the segment
+  never races it; recovery releases what a crash left on sealed segments.
+
+``FALLOC_FL_KEEP_SIZE`` keeps ``st_size`` the length of the data: recovery, readers and
+every size check are unchanged (unlike ``posix_fallocate``, which the topic option
+``preallocate_segments`` uses: it extends the file with zeros, on the loop).
+
+Disk space: a partition holds at most one spare and its active segment's unused tail.
+The worker reserves only while the filesystem keeps :func:`min_free_bytes` free after the
+reservation (``statvfs``). A ``fallocate`` that fails (ENOSPC, EDQUOT, EIO) is counted and
+otherwise ignored: the appends then allocate as before and report their own errors. An
+append that fails with ENOSPC or EDQUOT while reservations are held has every reservation of
+the engine released (:meth:`Preallocator.release_all`, on the loop: spares deleted, active
+tails cut to their size) and is retried once; the second failure is raised as before.
+
+Where unavailable: not Linux, no ``fallocate`` in the C library, a filesystem answering
+EOPNOTSUPP (the directory is then remembered and not tried again), and tmpfs or ramfs (where
+a reservation is memory and there is no block allocation to move): the spare files are
+still made off the loop; nothing is reserved. ``Preallocator(enabled=False)`` (or
+``HEADWATER_PREALLOCATE=0``) turns the whole mechanism off.
+
+Thread use: the loop thread calls every method of :class:`Reservations` but the ``_job_*``
+ones, which run on the preallocator's one worker thread. A published spare (``spare``) is
+never touched by the worker again; ``lock`` is held by the worker around each call it makes
+for the log, and by the loop only where it must exclude them (close, truncation, release).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import itertools
+import os
+import sys
+import threading
+import weakref
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable, Iterator
+
+from prometheus_client.core import CounterMetricFamily
+from prometheus_client.metrics_core import Metric
+
+from headwater import metrics
+
+FALLOC_FL_KEEP_SIZE = 0x01
+"""``fallocate(2)`` mode: allocate blocks, leave the file size alone (include/uapi/linux/falloc.h)."""
+ACTIVE_AFTER_BYTES = 8 << 20
+"""Once the active segment holds this many bytes (or half of ``segment_size`` when less), the
+next segment's spare is asked for and, for a segment not made from a spare, the rest of it
+reserved (so a partition nothing is written to reserves nothing)."""
+STEP_BYTES = 64 << 20
+"""Bytes one ``fallocate`` call reserves (so a log closing waits for at most one call)."""
+MIN_FREE_BYTES = 1 << 30
+MIN_FREE_SHARE = 20
+"""Reserve only while at least max(``MIN_FREE_BYTES``, 1/``MIN_FREE_SHARE`` of the filesystem)
+stays free after the reservation."""
+SPARE_SUFFIX = ".staging"
+SPARE_PREFIX = "spare-"
+ENTRY_BYTES = 24  # one sparse index entry (see .index)
+SLACK_BYTES = 64 << 10
+"""A sealed file holding more than its size (in 4 KiB blocks) and this many bytes (extent tree
+blocks count in ``st_blocks``) has reserved blocks to release."""
+
+_TMPFS_MAGIC = 0x01021994
+_RAMFS_MAGIC = 0x858458F6
+_UNSUPPORTED = (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL)
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+def _load_libc():
+    if not sys.platform.startswith("linux"):
+        return None, None
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        fallocate = libc.fallocate
+    except (OSError, AttributeError):
+        return None, None
+    fallocate.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64)
+    fallocate.restype = ctypes.c_int
+    statfs = getattr(libc, "statfs", None)
+    if statfs is not None:
+        statfs.argtypes = (ctypes.c_char_p, ctypes.c_void_p)
+        statfs.restype = ctypes.c_int
+    return fallocate, statfs
+
+
+_FALLOCATE, _STATFS = _load_libc()
+
+
+def available() -> bool:
+    """Whether this platform has ``fallocate(2)`` (Linux, through the C library)."""
+    return _FALLOCATE is not None
+
+
+def reserve(fd: int, offset: int, length: int) -> bool:
+    """``fallocate(fd, FALLOC_FL_KEEP_SIZE, offset, length)`` (ctypes: the GIL is released
+    during the call): blocks for bytes ``[offset, offset + length)`` are allocated, the file
+    size is unchanged. True when done; False where the platform or filesystem cannot
+    (EOPNOTSUPP, ENOSYS, EINVAL). Raises OSError otherwise (ENOSPC, EDQUOT, EIO, EBADF...)."""
+    if _FALLOCATE is None or length <= 0:
+        return False
+    while _FALLOCATE(fd, FALLOC_FL_KEEP_SIZE, offset, length) != 0:
+        err = ctypes.get_errno()
+        if err == errno.EINTR:
+            continue
+        if err in _UNSUPPORTED:
+            return False
+        raise OSError(err, os.strerror(err))
+    return True
+
+
+def memory_backed(directory: str) -> bool:
+    """Whether ``directory`` is on tmpfs or ramfs (``statfs(2)`` f_type; False when unknown)."""
+    if _STATFS is None:
+        return False
+    buf = ctypes.create_string_buffer(256)  # struct statfs (120 bytes on x86-64); f_type first
+    if _STATFS(os.fsencode(directory), buf) != 0:
+        return False
+    f_type = ctypes.c_long.from_buffer(buf).value & 0xFFFFFFFF
+    return f_type in (_TMPFS_MAGIC, _RAMFS_MAGIC)
+
+
+def min_free_bytes(total: int) -> int:
+    """Bytes a reservation must leave free on a filesystem of ``total`` bytes."""
+    return max(MIN_FREE_BYTES, total // MIN_FREE_SHARE)
+
+
+def allocated_bytes(fd: int) -> int:
+    """Bytes of disk the file holds (``st_blocks`` x 512), reserved blocks past its end included."""
+    return os.fstat(fd).st_blocks * 512
+
+
+class Spare:
+    """A next segment's files made ahead: open fds (the loop adopts them) and their paths."""
+
+    __slots__ = ("log_path", "index_path", "log_fd", "index_fd", "reserved")
+
+    def __init__(self, log_path: str, index_path: str, log_fd: int, index_fd: int):
+        self.log_path = log_path
+        self.index_path = index_path
+        self.log_fd = log_fd
+        self.index_fd = index_fd
+        self.reserved = 0  # log bytes reserved
+
+    def discard(self) -> None:
+        """Close and delete both files (errors ignored: a leftover is swept at the next boot)."""
+        for fd in (self.log_fd, self.index_fd):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        for path in (self.log_path, self.index_path):
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+
+
+class Preallocator:
+    """An engine's preallocating worker (see the module docstring).
+
+    Counters (written by the worker; tests and logs read them): ``reserved`` (bytes
+    reserved), ``spares`` (spares made), ``released`` (sealed segments whose tail was
+    released), ``unsupported`` (reservations the filesystem refused as unsupported),
+    ``errors`` (calls that failed), ``skipped`` (reservations left out to keep the
+    filesystem's free space). ``released_all``: :meth:`release_all` calls (loop).
+    """
+
+    def __init__(self, enabled: bool = True):
+        self.enabled = enabled and available() and os.environ.get("HEADWATER_PREALLOCATE", "1") not in ("0", "")
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix="headwater-prealloc") if self.enabled else None
+        self._logs: "weakref.WeakSet[Reservations]" = weakref.WeakSet()
+        self._names = itertools.count(1)
+        self._no_fallocate: set[str] = set()  # directories whose filesystem refused (worker only)
+        self.reserved = 0
+        self.spares = 0
+        self.released = 0
+        self.unsupported = 0
+        self.errors = 0
+        self.skipped = 0
+        self.released_all = 0
+        # /metrics (read at scrape time, on another thread: plain int reads)
+        self._source = metrics.add_source(self._families) if self.enabled else None
+
+    def _families(self) -> Iterator[Metric]:
+        """The worker's counters as metric families (``/metrics``): bytes reserved ahead
+        (``headwater_prealloc_reserved_bytes_total``), spare segments made
+        (``headwater_prealloc_spares_total``), sealed segments whose reserved tail was released
+        (``headwater_prealloc_released_total``), reservations left out to keep free space
+        (``headwater_prealloc_skipped_total``) and failed calls
+        (``headwater_prealloc_errors_total``)."""
+        yield CounterMetricFamily("headwater_prealloc_reserved_bytes", "Log bytes whose blocks were reserved "
+                                  "ahead of the appends (fallocate FALLOC_FL_KEEP_SIZE)", value=self.reserved)
+        yield CounterMetricFamily("headwater_prealloc_spares", "Next segments made ahead of their roll",
+                                  value=self.spares)
+        yield CounterMetricFamily("headwater_prealloc_released", "Sealed segments whose blocks reserved past "
+                                  "their end were released", value=self.released)
+        yield CounterMetricFamily("headwater_prealloc_skipped", "Reservations left out to keep free space on "
+                                  "the filesystem", value=self.skipped)
+        yield CounterMetricFamily("headwater_prealloc_errors", "Preallocation calls that failed (fallocate, "
+                                  "creating a spare, releasing; appends are not affected)", value=self.errors)
+
+    def stats(self) -> dict[str, int]:
+        return {"reserved": self.reserved, "spares": self.spares, "released": self.released,
+                "unsupported": self.unsupported, "errors": self.errors, "skipped": self.skipped,
+                "released_all": self.released_all}
+
+    def attach(self, directory: str, trim_active: Callable[[], None]) -> "Reservations | None":
+        """A partition log's reservations (None when disabled). ``trim_active``: the log's
+        way to cut its active segment's reserved tail (called on the loop by
+        :meth:`release_all`)."""
+        if self._executor is None:
+            return None
+        r = Reservations(self, directory, trim_active, not memory_backed(directory))
+        self._logs.add(r)
+        return r
+
+    def submit(self, job: Callable[[], None]) -> bool:
+        """Run ``job`` on the worker; False when closed."""
+        if self._executor is None:
+            return False
+        try:
+            self._executor.submit(job)
+        except RuntimeError:  # shut down: the engine is closing
+            return False
+        return True
+
+    def drain(self) -> None:
+        """Wait until every job submitted so far ran (for tests)."""
+        if self._executor is not None:
+            try:
+                self._executor.submit(lambda: None).result()
+            except RuntimeError:
+                pass
+
+    def held(self) -> bool:
+        """Whether any log holds a spare or a reservation request (loop)."""
+        return any(r.spare is not None or r.asked for r in self._logs)
+
+    def release_all(self) -> None:
+        """On the loop, after an append failed for want of space: delete every spare and cut
+        every active segment's reserved tail (the worker reserves again only where
+        :func:`min_free_bytes` stays free)."""
+        self.released_all += 1
+        for r in list(self._logs):
+            r.give_back()
+
+    def close(self) -> None:
+        """Finish the queued jobs, then stop the worker."""
+        if self._source is not None:
+            metrics.remove_source(self._source)
+            self._source = None
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+
+    # -- worker helpers ------------------------------------------------------------
+
+    def _room(self, directory: str, length: int) -> bool:
+        """Whether reserving ``length`` more bytes leaves :func:`min_free_bytes` free (worker)."""
+        try:
+            st = os.statvfs(directory)
+        except OSError:
+            return False
+        free, total = st.f_bavail * st.f_frsize, st.f_blocks * st.f_frsize
+        if free - length < min_free_bytes(total):
+            self.skipped += 1
+            return False
+        return True
+
+    def _reserve(self, r: "Reservations", fd: int, offset: int, length: int) -> bool:
+        """One reservation for ``r`` (worker, ``r.lock`` held): False when it stopped
+        (unsupported, no room, an error)."""
+        if not r.fallocate or r.directory in self._no_fallocate:
+            return False
+        if not self._room(r.directory, length):
+            return False
+        try:
+            done = reserve(fd, offset, length)
+        except OSError:
+            self.errors += 1
+            return False
+        if not done:
+            self.unsupported += 1
+            self._no_fallocate.add(r.directory)
+            return False
+        self.reserved += length
+        return True
+
+
+class Reservations:
+    """One partition log's spare and reservations (see the module docstring)."""
+
+    __slots__ = ("owner", "directory", "trim_active", "fallocate", "lock", "spare", "asked", "closed",
+                 "__weakref__")
+
+    def __init__(self, owner: Preallocator, directory: str, trim_active: Callable[[], None], fallocate: bool):
+        self.owner = owner
+        self.directory = directory
+        self.trim_active = trim_active
+        self.fallocate = fallocate  # False: tmpfs / ramfs (spares are still made, with nothing reserved)
+        self.lock = threading.Lock()
+        self.spare: Spare | None = None  # made and published by the worker; taken by the loop
+        self.asked = False  # a spare was asked for and not taken yet (loop)
+        self.closed = False
+
+    # -- the loop ------------------------------------------------------------------
+
+    def want_spare(self, log_bytes: int, index_bytes: int) -> None:
+        """Have the worker make the next segment's files, ``log_bytes`` (and ``index_bytes`` of
+        index) reserved. Once per spare: asking again before it is taken does nothing."""
+        if self.asked or self.closed:
+            return
+        self.asked = self.owner.submit(lambda: self._job_spare(log_bytes, index_bytes))
+
+    def take_spare(self) -> Spare | None:
+        """The spare when it is ready (it is then the caller's), else None: never waits."""
+        spare = self.spare
+        if spare is None:
+            return None
+        self.spare = None
+        self.asked = False
+        return spare
+
+    def reserve_active(self, jobs: list[tuple[int, int, int]]) -> None:
+        """Have the worker reserve, for each ``(fd, start, end)``, bytes ``[start, end)`` of the
+        file open as ``fd`` (a duplicate the job closes), ``STEP_BYTES`` per call."""
+        if not jobs:
+            return
+        if self.closed or not self.owner.submit(lambda: self._job_reserve(jobs)):
+            for fd, _, _ in jobs:
+                os.close(fd)
+
+    def release_tail(self, fds: list[int], log_size: int, still_sealed: Callable[[], bool]) -> None:
+        """Have the worker free the blocks reserved past the end of a sealed segment's files
+        (``fds``: duplicates of its .log fd, then maybe its .index fd, which the job closes;
+        ``log_size``: the .log's size), while ``still_sealed()`` holds."""
+        if not self.owner.submit(lambda: self._job_release(fds, log_size, still_sealed)):
+            for fd in fds:
+                os.close(fd)
+
+    def give_back(self) -> None:
+        """Delete the spare (if ready) and cut the active segment's reserved tail (loop)."""
+        if self.closed:
+            return
+        with self.lock:
+            spare = self.take_spare()
+            if spare is not None:
+                spare.discard()
+            try:
+                self.trim_active()
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        """No more jobs for this log; its spare is deleted (waits for the worker's call for
+        this log, if one runs: at most one ``STEP_BYTES`` reservation)."""
+        with self.lock:
+            self.closed = True
+            spare, self.spare = self.spare, None
+        if spare is not None:
+            spare.discard()
+
+    # -- the worker ----------------------------------------------------------------
+
+    def _job_spare(self, log_bytes: int, index_bytes: int) -> None:
+        """Make the spare and publish it (``spare``); ``asked`` stays set until the loop takes
+        it (or is cleared here when no spare could be made), so there is one at a time."""
+        owner = self.owner
+        with self.lock:
+            if self.closed:
+                return
+            stem = os.path.join(self.directory, f"{SPARE_PREFIX}{next(owner._names)}")
+            flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
+            log_fd = index_fd = -1
+            try:
+                log_fd = os.open(stem + ".log" + SPARE_SUFFIX, flags, 0o644)
+                index_fd = os.open(stem + ".index" + SPARE_SUFFIX, flags, 0o644)
+            except OSError:
+                owner.errors += 1
+                if log_fd >= 0:
+                    Spare(stem + ".log" + SPARE_SUFFIX, "", log_fd, -1).discard()
+                self.asked = False  # the next segment asks again
+                return
+            spare = Spare(stem + ".log" + SPARE_SUFFIX, stem + ".index" + SPARE_SUFFIX, log_fd, index_fd)
+            owner._reserve(self, index_fd, 0, index_bytes)
+        position = 0
+        while position < log_bytes:
+            step = min(STEP_BYTES, log_bytes - position)
+            with self.lock:
+                if self.closed:
+                    spare.discard()
+                    return
+                if not owner._reserve(self, log_fd, position, step):
+                    break
+            position += step
+            spare.reserved = position
+        with self.lock:
+            if self.closed:
+                spare.discard()
+                return
+            owner.spares += 1
+            self.spare = spare  # published: the worker never touches it again
+
+    def _job_reserve(self, jobs: list[tuple[int, int, int]]) -> None:
+        try:
+            for fd, start, end in jobs:
+                position = start
+                while position < end:
+                    step = min(STEP_BYTES, end - position)
+                    with self.lock:
+                        if self.closed or not self.owner._reserve(self, fd, position, step):
+                            return
+                    position += step
+        finally:
+            for fd, _, _ in jobs:
+                os.close(fd)
+
+    def _job_release(self, fds: list[int], log_size: int, still_sealed: Callable[[], bool]) -> None:
+        """Cut each file to its size when it holds blocks past it (the .log only when its
+        size is still ``log_size``)."""
+        try:
+            with self.lock:
+                if not still_sealed():
+                    return
+                cut = False
+                for i, fd in enumerate(fds):
+                    try:
+                        st = os.fstat(fd)
+                        if i == 0 and st.st_size != log_size:
+                            continue
+                        if st.st_blocks * 512 > -(-st.st_size // 4096) * 4096 + SLACK_BYTES:
+                            os.ftruncate(fd, st.st_size)
+                            cut = True
+                    except OSError:
+                        self.owner.errors += 1
+                if cut:
+                    self.owner.released += 1
+        finally:
+            for fd in fds:
+                os.close(fd)
