@@ -93,6 +93,10 @@ class SystemConfig:
     # busy server reuses its cache pages instead of taking new ones. Not a sync: fsync semantics are
     # unchanged. 0 = off (the kernel alone decides). storage/local/writebehind.py says why.
     write_behind_cache_bytes: int = 2 << 30
+    # make each partition's next segment, and reserve its blocks (fallocate KEEP_SIZE), on a
+    # worker thread before the roll, so no append on the event loop waits for ext4's block
+    # allocation (storage/local/prealloc.py). false = off (the files are made at the roll).
+    preallocate_next_segment: bool = True
 
 
 @dataclass(frozen=True)

@@ -99,3 +99,29 @@ def test_segments_roll_onto_spares_and_a_sigkill_keeps_every_acknowledged_messag
     assert partition_files(fresh_server, prealloc.SPARE_PREFIX + "*") == []  # recovery swept the spare
     asyncio.run(check())
     assert fresh_server.stop() == 0, fresh_server.log()
+
+
+def test_preallocate_next_segment_false_makes_no_spare_and_reserves_nothing(tmp_path):
+    from hw_server import ServerProcess, free_port
+
+    server = ServerProcess(tmp_path / "data", free_port(), free_port(),
+                           extra_env={"HEADWATER_SYSTEM_PREALLOCATE_NEXT_SEGMENT": "false"}).start()
+    try:
+        payloads = [os.urandom(1000) for _ in range(200)]
+
+        async def produce_and_check() -> None:
+            c = await client(server)
+            await c.create_stream("pa")
+            await c.create_topic("pa", "t", 1, options=OPTIONS)
+            for _ in range(25):  # ~5 MB: one roll
+                await c.send_messages("pa", "t", 0, [ig.SendMessage(p) for p in payloads])
+            assert await poll_all(c, 25 * len(payloads)) == payloads * 25
+
+        asyncio.run(produce_and_check())
+        assert len(partition_files(server, "*.log")) >= 2
+        assert partition_files(server, prealloc.SPARE_PREFIX + "*") == []
+        values = metric_values(server)
+        assert values.get("headwater_prealloc_spares_total", 0) == 0, values
+        assert values.get("headwater_prealloc_reserved_bytes_total", 0) == 0, values
+    finally:
+        server.stop()

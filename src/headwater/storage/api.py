@@ -367,12 +367,15 @@ def lock_engine(url: str) -> EngineLock:
     raise ValueError(f"unknown storage engine scheme {scheme!r} in {url!r}")
 
 
-def open_engine(url: str, *, lock: EngineLock | None = None, write_behind_cache_bytes: int | None = None) -> StorageEngine:
+def open_engine(url: str, *, lock: EngineLock | None = None, write_behind_cache_bytes: int | None = None,
+                preallocate: bool = True) -> StorageEngine:
     """Pick an engine by URL scheme: ``file:///path`` or a bare path -> local disk.
 
     ``write_behind_cache_bytes``: how much recently appended data the local
     engine leaves in the OS page cache before writing back and dropping the
     oldest (``storage.local.writebehind``; 0 = off, None = its default).
+    ``preallocate``: the local engine makes next segments and reserves their
+    blocks on a worker thread (``storage.local.prealloc``; False = off).
 
     The engine takes its data's exclusive lock first (or adopts ``lock`` from
     :func:`lock_engine`) and releases it on ``close()``. Raises ValueError for
@@ -383,8 +386,8 @@ def open_engine(url: str, *, lock: EngineLock | None = None, write_behind_cache_
         from .local.engine import LocalEngine
 
         if write_behind_cache_bytes is None:
-            return LocalEngine(rest, lock=lock)
-        return LocalEngine(rest, lock=lock, write_behind_cache_bytes=write_behind_cache_bytes)
+            return LocalEngine(rest, lock=lock, preallocate=preallocate)
+        return LocalEngine(rest, lock=lock, write_behind_cache_bytes=write_behind_cache_bytes, preallocate=preallocate)
     raise ValueError(f"unknown storage engine scheme {scheme!r} in {url!r}")
 
 

@@ -70,13 +70,16 @@ class LocalEngine:
     syncs run on ``flusher`` (:mod:`.flusher`; its counters are public).
     """
 
-    def __init__(self, path: str, *, lock: DataDirLock | None = None, write_behind_cache_bytes: int = CACHE_BYTES):
+    def __init__(self, path: str, *, lock: DataDirLock | None = None, write_behind_cache_bytes: int = CACHE_BYTES,
+                 preallocate: bool = True):
         """Use (creating if needed) the data directory ``path``; empties its trash.
 
         Takes the directory's lock first, or adopts ``lock`` (already held on
         ``path``, e.g. taken before the listeners were bound); the engine owns it
         from then on and releases it in :meth:`close`. ``write_behind_cache_bytes``:
-        appended bytes left in the page cache (:mod:`.writebehind`; 0 = off). Raises
+        appended bytes left in the page cache (:mod:`.writebehind`; 0 = off).
+        ``preallocate``: next segments made and their blocks reserved off the loop
+        (:mod:`.prealloc`; False = off). Raises
         :class:`~.lock.DataDirLocked` when another engine holds the directory.
         """
         self.path = os.path.abspath(path)
@@ -97,7 +100,7 @@ class LocalEngine:
         except BaseException:
             lock.release()
             raise
-        self.flusher = Flusher(write_behind_cache_bytes=write_behind_cache_bytes)
+        self.flusher = Flusher(write_behind_cache_bytes=write_behind_cache_bytes, preallocate=preallocate)
 
     def disk_usage(self) -> tuple[int, int] | None:
         """(total_bytes, usable_bytes) of the volume holding the data directory

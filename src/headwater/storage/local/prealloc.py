@@ -52,8 +52,8 @@ tails cut to their size) and is retried once; the second failure is raised as be
 Where unavailable: not Linux, no ``fallocate`` in the C library, a filesystem answering
 EOPNOTSUPP (the directory is then remembered and not tried again), and tmpfs or ramfs (where
 a reservation is memory and there is no block allocation to move): the spare files are
-still made off the loop; nothing is reserved. ``Preallocator(enabled=False)`` (or
-``HEADWATER_PREALLOCATE=0``) turns the whole mechanism off.
+still made off the loop; nothing is reserved. ``Preallocator(enabled=False)`` (the
+server's ``[system] preallocate_next_segment = false``) turns the whole mechanism off.
 
 Thread use: the loop thread calls every method of :class:`Reservations` but the ``_job_*``
 ones, which run on the preallocator's one worker thread. A published spare (``spare``) is
@@ -203,7 +203,7 @@ class Preallocator:
     """
 
     def __init__(self, enabled: bool = True):
-        self.enabled = enabled and available() and os.environ.get("HEADWATER_PREALLOCATE", "1") not in ("0", "")
+        self.enabled = enabled and available()
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="headwater-prealloc") if self.enabled else None
         self._logs: "weakref.WeakSet[Reservations]" = weakref.WeakSet()
         self._names = itertools.count(1)
