@@ -505,8 +505,10 @@ class GroupCommit:
         try:
             for fd, _ in sealed:
                 fds.append(os.dup(fd))
-            fds += self._targets()
-            self._round_target = self._target() if self._target is not None else None
+            targets = self._targets()
+            fds += targets
+            # (a round without the active segment's fd, a sealed stand-in's, chains nothing)
+            self._round_target = self._target() if self._target is not None and targets else None
             self._asked_seq = self._py_asks = 0
             flusher = self.flusher
             if flusher.native:
