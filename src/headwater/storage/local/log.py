@@ -98,7 +98,6 @@ class LocalPartitionLog:
             directory,
             lambda: self._segments[-1].sync_targets(),
             lambda: self._segments[-1].sync(),
-            lambda: self._segments[-1],  # (what sync_targets() syncs: a chained periodic pass's target)
         )
 
     @classmethod
