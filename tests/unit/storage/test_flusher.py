@@ -619,7 +619,11 @@ def test_a_rounds_dup_fds_are_closed_exactly_once_whoever_closes_them(make_log, 
     async def go():
         append_one(log)  # asks for a round nobody waits for
         await asyncio.sleep(0)  # the round starts: its dup'd fd is open
-        assert fds_open_on(path) == 2
+        n = fds_open_on(path)
+        if n != 2:  # only a compiled worker that already returned closed it (itself: the module doc)
+            assert flusher.native and n == 1
+            while not log._commit._round_done:  # (it closes the fds just before it says so)
+                await asyncio.sleep(0.001)
         if when == "returned before the close":
             while not log._commit._round_done:
                 await asyncio.sleep(0.001)
