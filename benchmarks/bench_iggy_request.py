@@ -102,6 +102,8 @@ def main() -> None:
     ap.add_argument("--fsync", choices=["off", "default"], default="off")
     ap.add_argument("--warm-memory", type=float, default=0.0, metavar="GIB",
                     help="before each measurement touch and release this much memory (machine_state.py)")
+    ap.add_argument("--topic-option", action="append", default=[], metavar="KEY=VALUE",
+                    help="a topic option on top of --fsync's (repeat), e.g. preallocate_segments=true")
     args = ap.parse_args()
     pythons = args.server_python or [sys.executable]
     clients = [c for c in args.clients.split(",") if c]
@@ -113,7 +115,8 @@ def main() -> None:
             servers.append(server)
             loop = asyncio.new_event_loop()
             sdk = loop.run_until_complete(sdk_client(server.iggy))
-            options = FSYNC_OFF if args.fsync == "off" else {}
+            options = dict(FSYNC_OFF if args.fsync == "off" else {})
+            options.update(option.split("=", 1) for option in args.topic_option)
             loop.run_until_complete(_create(sdk, options))
             raw = RawSender(server.iggy, args.size, args.batch)
             raw.run(args.requests)  # something to poll, and a warm server
