@@ -116,8 +116,9 @@ def _kafka_produce(server, acked: dict, stop: threading.Event, seed: int) -> Non
     p.flush(25)
 
 
-async def _iggy_produce(server, acked: dict, rng: random.Random, stop: threading.Event) -> None:
+async def _iggy_produce(server, acked: dict, rng: random.Random, stop: threading.Event, ready) -> None:
     clients = [await sdk_client(server) for _ in IGGY_TOPICS]
+    ready()  # connected: the kill may come from now on
 
     async def loop(c, topic, parts):
         i = 0
@@ -151,12 +152,12 @@ def produce_then_kill(server, acked: dict, rng: random.Random, kill_after_s: flo
         stop.set()
 
     k = threading.Thread(target=killer)
-    k.start()
     try:
-        run(_iggy_produce(server, acked, rng, stop), 120)
+        run(_iggy_produce(server, acked, rng, stop, k.start), 120)
     finally:
         stop.set()
-        k.join()
+        if k.is_alive():
+            k.join()
         kafka.join(60)
     assert not kafka.is_alive()
 
