@@ -124,7 +124,7 @@ async def _iggy_produce(server, acked: dict, rng: random.Random, stop: threading
         i = 0
         while not stop.is_set():
             p = i % parts
-            payloads = [b"%s-%d-%d-" % (topic.encode(), i, j) + rng.randbytes(rng.randint(0, 5000))
+            payloads = [b"%s-%d-%d-" % (topic.encode(), i, j) + rng.randbytes(rng.randint(0, 20000))
                         for j in range(rng.randint(1, 8))]
             try:
                 r = await c.send_messages(STREAM, topic, p, [ig.SendMessage(x) for x in payloads])
@@ -410,3 +410,47 @@ async def _read_iggy_topics(server, topics) -> dict:
                 stored[(topic, 0, m.offset())] = m.payload()
             offset = got[-1].offset() + 1
     return stored
+
+
+def _fill_up(mnt: Path) -> None:
+    """Leave no free block on ``mnt``: a ballast of all but 1 MiB, then 4 KiB writes until ENOSPC."""
+    subprocess.run(["fallocate", "-l", str(_df(mnt) - MIB), str(mnt / "ballast")], check=True)
+    fd = os.open(mnt / "ballast2", os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        while True:
+            os.write(fd, b"z" * 4096)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.xfail(strict=True, raises=RuntimeError, reason="QA11 bug 1: only a failed append gives the reserved blocks back; "
+                   "a metadata change refused for space (CreateTopic: mkdir of its partition directories) "
+                   "fails while the server itself holds a spare and a reserved tail")
+def test_a_metadata_change_refused_for_space_gets_the_reserved_blocks_back(tmp_path):
+    with mounted("ext4", tmp_path / "mnt", 1400) as mnt:
+        server = ServerProcess(mnt / "data", free_port(), free_port())
+        server.start()
+        try:
+            async def go():
+                c = await sdk_client(server)
+                await c.create_stream(STREAM)
+                await c.create_topic(STREAM, "a", 1, segment_size=16 * MIB)
+                rng = random.Random(12)
+                for _ in range(360):  # ~9 MiB: a's tail and a spare reserved
+                    await c.send_messages(STREAM, "a", 0, [ig.SendMessage(rng.randbytes(6400)) for _ in range(4)])
+                for _ in range(200):
+                    if spare_files(server.data_dir):
+                        break
+                    await asyncio.sleep(0.05)
+                assert spare_files(server.data_dir)
+                _fill_up(mnt)
+                assert _df(mnt) == 0
+                # ~23 MiB are reserved by the server itself, nothing is written in them
+                await c.create_topic(STREAM, "c", 1)
+
+            run(go(), 240)
+        finally:
+            if server.proc is not None:
+                server.stop()
