@@ -454,3 +454,29 @@ def test_a_metadata_change_refused_for_space_gets_the_reserved_blocks_back(tmp_p
         finally:
             if server.proc is not None:
                 server.stop()
+
+
+@pytest.mark.xfail(strict=True, raises=RuntimeError, reason="QA11 bug 2: HEADWATER_PREALLOCATE, the documented "
+                   "switch (prealloc.py, docs/gaps.md), is refused by the config loader: 'cannot start: "
+                   "HEADWATER_PREALLOCATE: unknown environment variable' (exit 2)")
+def test_the_documented_preallocate_switch_starts_a_server_that_makes_no_spare(tmp_path):
+    server = ServerProcess(tmp_path / "data", free_port(), free_port(), extra_env={"HEADWATER_PREALLOCATE": "0"})
+    server.start()
+    try:
+        async def go():
+            c = await sdk_client(server)
+            await c.create_stream(STREAM)
+            await c.create_topic(STREAM, "t", 1, segment_size=MIB)
+            blob = random.Random(4).randbytes(30000)
+            for _ in range(60):  # ~1.8 MiB: past half a segment twice
+                await c.send_messages(STREAM, "t", 0, [ig.SendMessage(blob)])
+
+        run(go())
+        assert not spare_files(server.data_dir)
+        for d in partition_dirs(server.data_dir):
+            for path in glob.glob(os.path.join(d, "*.log")):
+                st = os.stat(path)
+                assert st.st_blocks * 512 <= -(-st.st_size // 4096) * 4096 + SLACK, path  # nothing reserved
+    finally:
+        if server.proc is not None:
+            server.stop()
