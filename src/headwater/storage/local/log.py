@@ -21,6 +21,13 @@ segment's entry) are synced by the next group-commit round, asked for at the
 rotation and not awaited (inline when no event loop runs); ``sync()`` and
 ``close()`` sync them too. A failed sync fences the log (SyncFailed).
 
+Blocks ahead (:mod:`.prealloc`, unless the topic's ``preallocate_segments``): once the active
+segment holds 8 MiB, a worker thread makes the next segment's files and reserves their blocks
+(``fallocate`` keeping the size), and reserves the rest of an active segment not made that
+way; the roll links the spare under the new segment's name when it is ready (never waiting
+for it). An append refused with ENOSPC / EDQUOT has every reservation given back and is
+retried once.
+
 Write failures (ENOSPC, EDQUOT, EIO...): a failed append is undone (index
 and log cut back to the last good size) and raised as StorageWriteError; if
 even the cut fails, writes are fenced (WritesFenced) until a later append
@@ -35,6 +42,7 @@ One writer per partition: the object is not thread-safe.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 from bisect import bisect_right
 from collections import OrderedDict
@@ -576,16 +584,12 @@ class LocalPartitionLog:
         del self._segments[i + 1 :]
         self._open_sealed.pop(seg.start_offset, None)
         r = self._reservations
-        if r is not None:
-            with r.lock:  # a release of this segment's reserved blocks may not run meanwhile
-                seg.truncate(position, cut_offset, max_ts)
-                if seg.sealed:
-                    seg.activate(0)
-            self._prepare(seg, 0)
-        else:
+        # (.prealloc: a release of this segment's reserved blocks may not run meanwhile)
+        with r.lock if r is not None else contextlib.nullcontext():
             seg.truncate(position, cut_offset, max_ts)
             if seg.sealed:
                 seg.activate(0)
+        self._prepare(seg, 0)
         self._sealed_bytes = sum(s.size for s in self._segments[:-1])
         self._unsynced_messages = self._unsynced_bytes = 0
         fsync_dir(self.directory)

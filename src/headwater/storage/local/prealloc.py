@@ -71,7 +71,12 @@ import sys
 import threading
 import weakref
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable
+from typing import Callable, Iterator
+
+from prometheus_client.core import CounterMetricFamily
+from prometheus_client.metrics_core import Metric
+
+from headwater import metrics
 
 FALLOC_FL_KEEP_SIZE = 0x01
 """``fallocate(2)`` mode: allocate blocks, leave the file size alone (include/uapi/linux/falloc.h)."""
@@ -210,6 +215,26 @@ class Preallocator:
         self.errors = 0
         self.skipped = 0
         self.released_all = 0
+        # /metrics (read at scrape time, on another thread: plain int reads)
+        self._source = metrics.add_source(self._families) if self.enabled else None
+
+    def _families(self) -> Iterator[Metric]:
+        """The worker's counters as metric families (``/metrics``): bytes reserved ahead
+        (``headwater_prealloc_reserved_bytes_total``), spare segments made
+        (``headwater_prealloc_spares_total``), sealed segments whose reserved tail was released
+        (``headwater_prealloc_released_total``), reservations left out to keep free space
+        (``headwater_prealloc_skipped_total``) and failed calls
+        (``headwater_prealloc_errors_total``)."""
+        yield CounterMetricFamily("headwater_prealloc_reserved_bytes", "Log bytes whose blocks were reserved "
+                                  "ahead of the appends (fallocate FALLOC_FL_KEEP_SIZE)", value=self.reserved)
+        yield CounterMetricFamily("headwater_prealloc_spares", "Next segments made ahead of their roll",
+                                  value=self.spares)
+        yield CounterMetricFamily("headwater_prealloc_released", "Sealed segments whose blocks reserved past "
+                                  "their end were released", value=self.released)
+        yield CounterMetricFamily("headwater_prealloc_skipped", "Reservations left out to keep free space on "
+                                  "the filesystem", value=self.skipped)
+        yield CounterMetricFamily("headwater_prealloc_errors", "Preallocation calls that failed (fallocate, "
+                                  "creating a spare, releasing; appends are not affected)", value=self.errors)
 
     def stats(self) -> dict[str, int]:
         return {"reserved": self.reserved, "spares": self.spares, "released": self.released,
@@ -258,6 +283,9 @@ class Preallocator:
 
     def close(self) -> None:
         """Finish the queued jobs, then stop the worker."""
+        if self._source is not None:
+            metrics.remove_source(self._source)
+            self._source = None
         if self._executor is not None:
             self._executor.shutdown(wait=True)
 
