@@ -17,17 +17,6 @@ Memory order: the loop sets "asked" (``Round.ask``) and then reads "done"
 sequentially consistent atomics, so at least one side sees the other (the
 same argument as the pure-Python module's, where the GIL orders them).
 
-Chained passes: a round without waiters or sealed segments (``wake`` false) that the
-loop asks again while it runs, with ``Round.ask(chainable=True)`` (a periodic sync of the
-same active segment: the round's fds are that segment's), runs another pass over its fds
-instead of calling the loop back for a new round: each ask is numbered, and a pass covers
-every ask numbered before it started (it reads the number first: an fdatasync that starts
-after an ask covers every write made before it). An ask that is not chainable (waiters,
-sealed segments, another segment) stops the chain: the worker calls the loop back. After
-"done" the worker calls back when an ask is numbered past the last pass's (the same
-"done" then "asked" order as above); :meth:`Round.covered` tells the loop which asks were
-covered.
-
 A :class:`Round` belongs to one GroupCommit and is reused for each of its
 rounds (one in flight at a time). :class:`SyncQueue` is a FIFO shared by the
 worker threads of one Flusher (Python threads that enter :meth:`SyncQueue.run`
@@ -88,10 +77,7 @@ cdef struct RoundState:
     int nfds
     int wake
     int done
-    int ask_seq     # asks made while the round was in flight (the loop's count; see Round.ask)
-    int chain_stop  # an ask that is not chainable was made: no more passes
-    int covered     # the ask_seq read before the last pass (every ask up to it is covered)
-    int passes      # passes run over the fds (1 + chained ones)
+    int asked
     int calls
     int err
     double seconds
@@ -112,32 +98,20 @@ cdef void _call_back(PyObject *owner) noexcept with gil:
 
 
 cdef void _run_round(RoundState *s) noexcept nogil:
-    cdef int i, calls = 0, err = 0, covered = 0, passes = 0, seq
+    cdef int i, calls = 0, err = 0
     cdef double t0 = _now()
-    while True:
-        passes += 1
-        for i in range(s.nfds):
-            calls += 1
-            if fdatasync(s.fds[i]) != 0:
-                err = errno
-                if err == 0:
-                    err = 5  # EIO: a failure must never read as success
-                break
-        if err or s.wake:
+    for i in range(s.nfds):
+        calls += 1
+        if fdatasync(s.fds[i]) != 0:
+            err = errno
+            if err == 0:
+                err = 5  # EIO: a failure must never read as success
             break
-        # a chained pass (module docstring): the number first, then the stop flag (Round.ask
-        # stores them in the opposite order), then the pass
-        seq = hw_sync_load(&s.ask_seq)
-        if seq == covered or hw_sync_load(&s.chain_stop):
-            break
-        covered = seq
     for i in range(s.nfds):
         close(s.fds[i])
     s.nfds = 0
     s.calls = calls
     s.err = err
-    s.covered = covered
-    s.passes = passes
     s.seconds = _now() - t0
     if s.wake or err:
         with gil:  # done and the call back together: the loop settles after the call back is queued
@@ -145,8 +119,7 @@ cdef void _run_round(RoundState *s) noexcept nogil:
             _call_back(s.owner)
     else:
         hw_sync_store(&s.done, 1)
-        # "done" stored above, "asked" read here (see the module docstring): an ask no pass covered
-        if hw_sync_load(&s.ask_seq) != covered:
+        if hw_sync_load(&s.asked):  # "done" stored above, "asked" read here: see the module docstring
             _call_back(s.owner)
 
 
@@ -164,7 +137,7 @@ cdef class Round:
         self.st.fds = NULL
         self.st.nfds = 0
         self.st.done = 0
-        self.st.ask_seq = 0
+        self.st.asked = 0
         self.st.owner = <PyObject *> self
 
     def __dealloc__(self):
@@ -186,31 +159,13 @@ cdef class Round:
         self.st.calls = 0
         self.st.err = 0
         self.st.seconds = 0.0
-        self.st.covered = 0
-        self.st.passes = 0
-        hw_sync_store(&self.st.chain_stop, 0)
-        hw_sync_store(&self.st.ask_seq, 0)
+        hw_sync_store(&self.st.asked, 0)
         hw_sync_store(&self.st.done, 0)
         return 0
 
-    def ask(self, bint chainable=False):
-        """On the loop: a sync was asked for while this round may be running (then read
-        :meth:`done`). ``chainable``: a pass of this round's fds would cover it (a periodic
-        sync of the same segment), so the worker may run one instead of calling the loop
-        back. Returns the ask's number (1, 2, ...: compare with :meth:`covered`)."""
-        cdef int seq = hw_sync_load(&self.st.ask_seq) + 1  # (only the loop writes it)
-        if not chainable:
-            hw_sync_store(&self.st.chain_stop, 1)  # before the number: a worker that reads it sees this
-        hw_sync_store(&self.st.ask_seq, seq)
-        return seq
-
-    def covered(self):
-        """Once :meth:`done`: the number of the last ask a pass covered (0: none)."""
-        return self.st.covered
-
-    def passes(self):
-        """Once :meth:`done`: how many passes over its fds the round ran (1 + chained ones)."""
-        return self.st.passes
+    def ask(self):
+        """On the loop: a sync was asked for while this round may be running (then read :meth:`done`)."""
+        hw_sync_store(&self.st.asked, 1)
 
     def done(self):
         """Whether the worker finished the round (its fds are closed, :meth:`result` is final)."""

@@ -33,22 +33,6 @@ worker thread (``os.fdatasync`` releases the GIL) and are shared:
   closes. Both sides use the same two flags in opposite order (the loop sets
   "asked" then reads "done"; the worker sets "done" then reads "asked"; the GIL
   orders them), so a request made while the round ran always gets its round.
-* Chained passes: a periodic sync asked while a round of the same active segment
-  (``target()``, compared by identity) runs, with no waiter and no sealed segment
-  pending, is not a round of its own: the round's worker runs one more pass
-  (fdatasync of the round's fds, still open) when it sees the ask after a pass, and
-  returns silently. Asks are numbered and the worker reads the number before each
-  pass, so a pass covers every ask numbered before it started (its fdatasync starts
-  after the ask, so it covers every write made before it); an ask no pass covered
-  (it came after the last look) is "asked" as above: the worker calls back and the
-  loop starts a round for it. Any other ask (a waiter, a sealed segment, another
-  active segment after a purge or truncation) stops the chain and gets a round as
-  before. Each pass counts as a round in the counters. What it saves: at the default
-  policy (a round asked every other SendMessages of 1000 messages), two thirds of the
-  rounds were started from a worker's call back (asked while the previous one ran),
-  each with a GIL acquisition in the worker, a loop wake-up, the round's Python and an
-  ``os.dup``; chained, more passes run (fewer asks wait together), so the CPU saved is
-  small (docs/benchmarks.md, "Iggy send at the default policy (session 11)").
 
 The dup'd fds keep the file open for the worker even if the log rotates,
 truncates or closes the segment meanwhile: a sync never hits a closed or
@@ -323,29 +307,20 @@ class GroupCommit:
     __slots__ = (
         "flusher", "where", "_targets", "_sync_inline", "_waiters", "_wanted", "_scheduled", "_round",
         "_failure", "_closed", "_sealed", "_returned", "_round_result", "_round_waiters", "_round_sealed", "_round_fds",
-        "_native_round", "_loop", "_target", "_round_target", "_asked_seq", "_py_asks",
+        "_native_round", "_loop",
     )
 
-    def __init__(self, flusher: Flusher, where: str, targets: Callable[[], list[int]], sync_inline: Callable[[], None],
-                 target: Callable[[], object] | None = None):
+    def __init__(self, flusher: Flusher, where: str, targets: Callable[[], list[int]], sync_inline: Callable[[], None]):
         self.flusher = flusher
         self.where = where
         self._targets = targets
-        # what targets() syncs now (the active segment), compared by identity: a periodic sync
-        # asked while a round of the same target runs is chained to it (a pass more of the
-        # round's worker, no new round); None: never chained
-        self._target = target
-        self._round_target: object = None  # target() when the round in flight started
-        self._asked_seq = 0  # the number of the last ask chained to the round in flight (0: none)
-        self._py_asks = 0  # a pure-Python round's ask count (a compiled round keeps its own: Round.ask)
         self._sync_inline = sync_inline
         self._waiters: list[asyncio.Future] = []
         self._wanted = False  # a round without waiters was asked for (periodic sync)
         self._scheduled = False  # a round start is queued with call_soon
         self._round = False  # a round is in flight or returned and not yet settled
         self._returned = False  # its (pure-Python) worker returned (set by the worker)
-        # set by the worker: (calls, error, seconds, last ask covered, passes)
-        self._round_result: tuple[int, OSError | None, float, int, int] = (0, None, 0.0, 0, 1)
+        self._round_result: tuple[int, OSError | None, float] = (0, None, 0.0)  # set by the worker
         self._native_round = None  # the round on a compiled worker (a _sync_c.Round), or None
         self._loop: asyncio.AbstractEventLoop | None = None  # the loop a compiled round calls back
         self._round_waiters: list[asyncio.Future] = []  # the round's waiters and sealed fds
@@ -440,19 +415,6 @@ class GroupCommit:
             self.sync_inline()
             return None
         fut: asyncio.Future | None = None
-        if (not wait and self._round and not self._sealed and self._target is not None
-                and not self._round_done and self._target() is self._round_target):
-            # chained to the round in flight (see "Chained passes" in the module docstring):
-            # its worker runs another pass, or calls the loop back (an ask it did not cover is
-            # then wanted by _settle); "asked" is set here, "done" read next
-            r = self._native_round
-            if r is not None:
-                self._asked_seq = r.ask(True)
-            else:
-                self._py_asks += 1
-                self._asked_seq = self._py_asks
-            if not self._round_done:
-                return None
         if wait:
             fut = loop.create_future()
             self._waiters.append(fut)
@@ -511,11 +473,7 @@ class GroupCommit:
         try:
             for fd, _ in sealed:
                 fds.append(os.dup(fd))
-            targets = self._targets()
-            fds += targets
-            # (a round without the active segment's fd, a sealed stand-in's, chains nothing)
-            self._round_target = self._target() if self._target is not None and targets else None
-            self._asked_seq = self._py_asks = 0
+            fds += self._targets()
             flusher = self.flusher
             if flusher.native:
                 self._loop = loop
@@ -546,23 +504,10 @@ class GroupCommit:
         """The round, in a worker: fdatasync ``fds`` (closing them), store the result,
         mark it done, and wake the loop when it has something to do (``wake``: the
         round had waiters or sealed segments)."""
-        covered = 0
-        passes = 1
         try:
-            calls, error, seconds = fdatasync_all(fds)
-            # chained passes (module docstring): the ask count first, then the stop conditions
-            while not wake and error is None:
-                asks = self._py_asks
-                if asks == covered or self._waiters or self._wanted or self._sealed or self._closed:
-                    break
-                covered = asks
-                passes += 1
-                more_calls, error, more_seconds = fdatasync_all(fds)
-                calls += more_calls
-                seconds += more_seconds
-            result = (calls, error, seconds, covered, passes)
+            result = fdatasync_all(fds)
         except BaseException as exc:  # not an fdatasync error: the round proves nothing
-            result = (0, OSError(str(exc)), 0.0, covered, passes)
+            result = (0, OSError(str(exc)), 0.0)
         error = result[1]
         self._round_result = result
         self._returned = True
@@ -572,7 +517,7 @@ class GroupCommit:
         if self._closed:
             close_fds(fds)
         # "done" is set above, "asked" read here: see the module docstring
-        if wake or error is not None or self._waiters or self._wanted or self._py_asks != covered:
+        if wake or error is not None or self._waiters or self._wanted:
             try:
                 loop.call_soon_threadsafe(self._start, loop)
             except RuntimeError:  # the loop is closed: nobody is left to tell
@@ -586,24 +531,19 @@ class GroupCommit:
         r = self._native_round
         if r is not None:
             calls, errno, seconds = r.result()
-            covered, passes = r.covered(), r.passes()
             error = OSError(errno, os.strerror(errno)) if errno else None
             self._native_round = None
         else:
-            calls, error, seconds, covered, passes = self._round_result
-        if covered < self._asked_seq:  # a chained ask no pass covered: it gets a round of its own
-            self._wanted = True
-        self._asked_seq = 0
+            calls, error, seconds = self._round_result
         waiters, sealed = self._round_waiters, self._round_sealed
         close_fds(self._round_fds)
         self._round, self._round_waiters, self._round_sealed, self._round_fds = False, [], [], []
         flusher = self.flusher
-        flusher.rounds += passes  # (a chained pass counts as a round: it is one, without the loop)
+        flusher.rounds += 1
         flusher.fdatasync_calls += calls
         flusher.sync_seconds += seconds
         if calls:
-            for _ in range(passes):  # (chained passes: each observed, at their mean duration)
-                metrics.observe_fsync("group_commit", seconds / passes)
+            metrics.observe_fsync("group_commit", seconds)
         if error is not None or self._failure is not None:
             # a sync that failed meanwhile (inline: seal, close, sync()) may have been the one
             # Linux reported this file's error to: this round's success proves nothing then

@@ -107,7 +107,6 @@ class LocalPartitionLog:
             directory,
             lambda: self._segments[-1].sync_targets(),
             lambda: self._segments[-1].sync(),
-            lambda: self._segments[-1],  # (what sync_targets() syncs: a chained periodic pass's target)
         )
         # blocks reserved ahead of the appends, off the loop (:mod:`.prealloc`); None: off (or the
         # topic's preallocate_segments, which extends each segment with posix_fallocate instead)
