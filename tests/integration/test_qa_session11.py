@@ -16,9 +16,10 @@ passes were tried this session and reverted), on real server processes with real
   once everything is used the refusal is Iggy 4006, nothing acknowledged is lost, and writes come
   back when space is freed.
 
-Bugs found (strict xfail until fixed): 1, a metadata change refused for space while the server's
+Bugs found (each fixed, its test kept): 1, a metadata change refused for space while the server's
 own reservations hold the room (only a failed append gives them back); 2, the documented
-``HEADWATER_PREALLOCATE=0`` stops the server from starting (unknown environment variable);
+``HEADWATER_PREALLOCATE=0`` stopped the server from starting (unknown environment variable; now
+``[system] preallocate_next_segment``);
 3, near RLIMIT_NOFILE the spares' fds (two per written partition) make the group commit's
 ``os.dup`` fail with EMFILE, fencing partitions until a restart.
 """
@@ -433,9 +434,9 @@ def _fill_up(mnt: Path) -> None:
         os.close(fd)
 
 
-@pytest.mark.xfail(strict=True, raises=RuntimeError, reason="QA11 bug 1: only a failed append gives the reserved blocks back; "
-                   "a metadata change refused for space (CreateTopic: mkdir of its partition directories) "
-                   "fails while the server itself holds a spare and a reserved tail")
+# QA11 bug 1 (fixed): only a failed append gave the reserved blocks back; a metadata change refused
+# for space (CreateTopic: mkdir of its partition directories) failed while the server itself held a
+# spare and a reserved tail
 def test_a_metadata_change_refused_for_space_gets_the_reserved_blocks_back(tmp_path):
     with mounted("ext4", tmp_path / "mnt", 1400) as mnt:
         server = ServerProcess(mnt / "data", free_port(), free_port())
@@ -464,11 +465,11 @@ def test_a_metadata_change_refused_for_space_gets_the_reserved_blocks_back(tmp_p
                 server.stop()
 
 
-@pytest.mark.xfail(strict=True, raises=RuntimeError, reason="QA11 bug 2: HEADWATER_PREALLOCATE, the documented "
-                   "switch (prealloc.py, docs/gaps.md), is refused by the config loader: 'cannot start: "
-                   "HEADWATER_PREALLOCATE: unknown environment variable' (exit 2)")
+# QA11 bug 2 (fixed): the switch was HEADWATER_PREALLOCATE, refused by the config loader ('cannot
+# start: HEADWATER_PREALLOCATE: unknown environment variable'); it is [system] preallocate_next_segment
 def test_the_documented_preallocate_switch_starts_a_server_that_makes_no_spare(tmp_path):
-    server = ServerProcess(tmp_path / "data", free_port(), free_port(), extra_env={"HEADWATER_PREALLOCATE": "0"})
+    server = ServerProcess(tmp_path / "data", free_port(), free_port(),
+                           extra_env={"HEADWATER_SYSTEM_PREALLOCATE_NEXT_SEGMENT": "false"})
     server.start()
     try:
         async def go():
@@ -490,10 +491,9 @@ def test_the_documented_preallocate_switch_starts_a_server_that_makes_no_spare(t
             server.stop()
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="QA11 bug 3: each written partition's spare holds two "
-                   "more fds until its roll; near RLIMIT_NOFILE they take the fds the group commit's dup needs: "
-                   "'sync failed ([Errno 24] Too many open files); writes refused until restart' (a fenced "
-                   "partition), where the same load without spares needs no new fd")
+# QA11 bug 3 (fixed: a published spare holds no fd; the roll opens its files): each written
+# partition's spare held two more fds until its roll; near RLIMIT_NOFILE they took the fds the group
+# commit's dup needs: 'sync failed ([Errno 24] Too many open files); writes refused until restart'
 def test_spares_never_take_the_file_descriptors_the_partitions_need(tmp_path):
     """40 partitions of 1 MiB segments, the server's RLIMIT_NOFILE lowered to 30 above what it
     holds once they exist (the same headroom serves this load before preallocation: each

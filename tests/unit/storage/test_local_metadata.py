@@ -245,3 +245,60 @@ def test_a_damaged_journal_beside_a_snapshot_is_reported_and_left_until_the_firs
     again = LocalMetadataStore(store_dir, "c")
     assert again.damage is None and again.load() == {"a": 1, "c": 3}
     again.close()
+
+
+@pytest.fixture
+def small_tmpfs(tmp_path):
+    """A 1 MiB tmpfs of the test's own (root only), unmounted afterwards."""
+    import shutil
+    import subprocess
+
+    if os.geteuid() != 0 or not shutil.which("mount"):
+        pytest.skip("mounting a tmpfs needs root")
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)], capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"mount is not permitted here: {r.stderr.strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+def _fill(directory, name="hog"):
+    """Write ``directory/name`` until the filesystem refuses (ENOSPC)."""
+    fd = os.open(os.path.join(directory, name), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        while True:
+            os.write(fd, b"\0" * 4096)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def test_a_put_refused_for_space_calls_on_full_and_is_tried_once_more(small_tmpfs):
+    from headwater.storage.api import StorageWriteError
+    from headwater.storage.local.metadata import LocalMetadataStore
+
+    calls = []
+
+    def give_back():  # as the engine gives back its preallocated blocks
+        calls.append(1)
+        os.unlink(small_tmpfs / "hog")
+
+    store = LocalMetadataStore(str(small_tmpfs / "metadata"), "catalog", on_full=give_back)
+    store.put("a", 1)
+    _fill(small_tmpfs)
+    store.put("b", "x" * 8192)  # refused, room given back, written
+    assert calls == [1]
+    store.close()
+    assert LocalMetadataStore(str(small_tmpfs / "metadata"), "catalog").load() == {"a": 1, "b": "x" * 8192}
+
+    _fill(small_tmpfs)
+    plain = LocalMetadataStore(str(small_tmpfs / "metadata"), "catalog")  # no on_full: the refusal is the answer
+    with pytest.raises(StorageWriteError) as refused:
+        plain.put("c", "y" * 8192)
+    assert refused.value.no_space and plain.get("c") is None
+    plain.close()

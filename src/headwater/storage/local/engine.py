@@ -32,13 +32,14 @@ import time
 import uuid
 from typing import Iterable
 
-from headwater.storage.api import CorruptSegment, SegmentPolicy, StorageError
+from headwater.storage.api import CorruptSegment, SegmentPolicy, StorageError, StorageWriteError
 
 from .flusher import Flusher
 from .writebehind import CACHE_BYTES
 from .lock import DataDirLock
 from .log import LocalPartitionLog
 from .metadata import LocalMetadataStore
+from .prealloc import DISK_FULL
 from .segment import fsync_dir
 
 _NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}")
@@ -162,10 +163,23 @@ class LocalEngine:
         directory = self.partition_dir(stream_id, topic_id, partition_id)
         if not create and not os.path.isdir(directory):
             raise CorruptSegment(f"partition directory {directory} is missing: its data is lost or moved")
-        self._makedirs(directory)
-        log = LocalPartitionLog.open(directory, policy, self.flusher)
+        try:
+            self._makedirs(directory)
+            log = LocalPartitionLog.open(directory, policy, self.flusher)
+        except (OSError, StorageWriteError) as exc:
+            if exc.errno not in DISK_FULL:
+                raise
+            self._give_back_space()  # space held by our own preallocation: try once more
+            self._makedirs(directory)
+            log = LocalPartitionLog.open(directory, policy, self.flusher)
         self._logs[key] = log
         return log
+
+    def _give_back_space(self) -> None:
+        """A write failed for want of space: delete every spare segment and cut every active
+        segment's reserved tail (:meth:`.prealloc.Preallocator.release_all`), so the write can
+        be tried once more with the room this engine itself held."""
+        self.flusher.preallocator.release_all()
 
     def _discard(self, directory: str, match=None) -> None:
         """Close the open logs ``match`` selects, then delete ``directory`` through the trash."""
@@ -272,7 +286,7 @@ class LocalEngine:
             raise ValueError(f"bad metadata store name {name!r}")
         store = self._stores.get(name)
         if store is None:
-            store = LocalMetadataStore(os.path.join(self.path, "metadata"), name)
+            store = LocalMetadataStore(os.path.join(self.path, "metadata"), name, on_full=self._give_back_space)
             self._stores[name] = store
         return store
 

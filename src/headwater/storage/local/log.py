@@ -403,8 +403,7 @@ class LocalPartitionLog:
         seg, reserved = None, 0
         if spare is not None:  # made and reserved off the loop (.prealloc): linked under the segment's names
             try:
-                seg = Segment.adopt(self.directory, start, interval, spare.log_fd, spare.index_fd,
-                                    spare.log_path, spare.index_path)
+                seg = Segment.adopt(self.directory, start, interval, spare.log_path, spare.index_path)
             except (StorageError, StorageWriteError):
                 spare.discard()  # create() below says what is wrong
             else:

@@ -25,12 +25,13 @@ the directory after each rename; it runs once the journal outgrows both
 from __future__ import annotations
 
 import copy
+import errno
 import json
 import os
 import struct
 import zlib
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from headwater.storage.api import StorageError, StorageWriteError
 
@@ -216,11 +217,16 @@ def _apply_items(state: dict[str, Any], items: dict[str, Any]) -> None:
 class LocalMetadataStore:
     """The local :class:`~headwater.storage.api.MetadataStore` (see module doc)."""
 
-    def __init__(self, directory: str, name: str, compact_bytes: int = DEFAULT_COMPACT_BYTES):
+    def __init__(self, directory: str, name: str, compact_bytes: int = DEFAULT_COMPACT_BYTES,
+                 on_full: Callable[[], None] | None = None):
         """Open (creating if absent) the store ``name`` in ``directory`` and replay it.
+        ``on_full``: called when a put's write fails for want of space (ENOSPC / EDQUOT),
+        before the put is tried once more (the engine gives back the blocks its
+        preallocation holds, :mod:`.prealloc`).
 
         Raises CorruptMetadata, OSError.
         """
+        self.on_full = on_full
         self.directory = directory
         self.name = name
         self.compact_bytes = compact_bytes
@@ -328,17 +334,15 @@ class LocalMetadataStore:
             self._new_journal()
         position = self._journal_size
         try:
-            if self._tail_dirty:  # an earlier failed record could not be cut off then
-                os.ftruncate(self._fd, position)
-                self._tail_dirty = False
-            pwrite_all(self._fd, record, position)
-            os.fdatasync(self._fd)
+            self._write_record(record, position)
         except OSError as exc:
+            if exc.errno not in (errno.ENOSPC, errno.EDQUOT) or self.on_full is None:
+                raise StorageWriteError.from_os_error(f"{self.journal_path}: write failed", exc) from exc
+            self.on_full()  # space held by the engine itself is given back: try once more
             try:
-                os.ftruncate(self._fd, position)
-            except OSError:
-                self._tail_dirty = True
-            raise StorageWriteError.from_os_error(f"{self.journal_path}: write failed", exc) from exc
+                self._write_record(record, position)
+            except OSError as again:
+                raise StorageWriteError.from_os_error(f"{self.journal_path}: write failed", again) from again
         self._journal_size = position + len(record)
         self._apply(json.loads(payload))
         if self._journal_size > max(self.compact_bytes, self._snapshot_size):
@@ -346,6 +350,24 @@ class LocalMetadataStore:
                 self.compact()
             except StorageWriteError:
                 pass  # the put is durable in the journal; compaction is retried by the next put
+
+    def _write_record(self, record: bytes, position: int) -> None:
+        """Write ``record`` at ``position`` of the journal and fdatasync; on OSError the
+        journal is cut back to ``position`` (or marked to be cut by the next put) and it
+        is raised."""
+        assert self._fd is not None
+        try:
+            if self._tail_dirty:  # an earlier failed record could not be cut off then
+                os.ftruncate(self._fd, position)
+                self._tail_dirty = False
+            pwrite_all(self._fd, record, position)
+            os.fdatasync(self._fd)
+        except OSError:
+            try:
+                os.ftruncate(self._fd, position)
+            except OSError:
+                self._tail_dirty = True
+            raise
 
     def compact(self) -> None:
         """Fold the journal into a new snapshot and start an empty journal."""

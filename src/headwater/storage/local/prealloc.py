@@ -47,7 +47,8 @@ reservation (``statvfs``). A ``fallocate`` that fails (ENOSPC, EDQUOT, EIO) is c
 otherwise ignored: the appends then allocate as before and report their own errors. An
 append that fails with ENOSPC or EDQUOT while reservations are held has every reservation of
 the engine released (:meth:`Preallocator.release_all`, on the loop: spares deleted, active
-tails cut to their size) and is retried once; the second failure is raised as before.
+tails cut to their size) and is retried once; the second failure is raised as before. The
+engine does the same for a metadata journal write and a new partition's files.
 
 Where unavailable: not Linux, no ``fallocate`` in the C library, a filesystem answering
 EOPNOTSUPP (the directory is then remembered and not tried again), and tmpfs or ramfs (where
@@ -167,7 +168,9 @@ def allocated_bytes(fd: int) -> int:
 
 
 class Spare:
-    """A next segment's files made ahead: open fds (the loop adopts them) and their paths."""
+    """A next segment's files made ahead: their paths (the loop links and opens them at the
+    roll), and their fds while the worker reserves their blocks (-1 once published: a spare
+    holds no fd, so spares never take the fds the partitions need near RLIMIT_NOFILE)."""
 
     __slots__ = ("log_path", "index_path", "log_fd", "index_fd", "reserved")
 
@@ -178,13 +181,19 @@ class Spare:
         self.index_fd = index_fd
         self.reserved = 0  # log bytes reserved
 
+    def close_files(self) -> None:
+        """Close the fds the worker used (the reservations stay with the files)."""
+        for fd in (self.log_fd, self.index_fd):
+            if fd >= 0:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        self.log_fd = self.index_fd = -1
+
     def discard(self) -> None:
         """Close and delete both files (errors ignored: a leftover is swept at the next boot)."""
-        for fd in (self.log_fd, self.index_fd):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        self.close_files()
         for path in (self.log_path, self.index_path):
             try:
                 os.unlink(path)
@@ -434,6 +443,7 @@ class Reservations:
             if self.closed:
                 spare.discard()
                 return
+            spare.close_files()
             owner.spares += 1
             self.spare = spare  # published: the worker never touches it again
 

@@ -246,25 +246,29 @@ class Segment:
 
     @classmethod
     def adopt(
-        cls, directory: str, start_offset: int, index_interval_bytes: int, log_fd: int, index_fd: int,
-        log_path: str, index_path: str,
+        cls, directory: str, start_offset: int, index_interval_bytes: int, log_path: str, index_path: str,
     ) -> "Segment":
-        """The new active segment from files made ahead (:mod:`.prealloc`'s spare: empty, open
-        read-write as ``log_fd`` / ``index_fd``, named ``log_path`` / ``index_path``): both are
-        linked under the segment's names, then the spare names removed. The directory is
-        not synced (the caller has it synced, as for :meth:`create` with ``sync_dir`` false).
+        """The new active segment from files made ahead (:mod:`.prealloc`'s spare: empty, named
+        ``log_path`` / ``index_path``, no fd held): both are linked under the segment's names
+        and opened read-write, then the spare names removed. The directory is not synced (the
+        caller has it synced, as for :meth:`create` with ``sync_dir`` false).
 
         Raises StorageError if the segment's files already exist, StorageWriteError when
-        the filesystem refuses (the fds are then still the caller's and nothing is left
-        under the segment's names)."""
+        the filesystem refuses (the spare's files are then still the caller's and nothing is
+        left under the segment's names)."""
         seg = cls(directory, start_offset, start_offset, 0, 0, index_interval_bytes)
         made: list[str] = []
+        log_fd = -1
         try:
             os.link(log_path, seg.log_path)
             made.append(seg.log_path)
             os.link(index_path, seg.index_path)
             made.append(seg.index_path)
+            log_fd = os.open(seg.log_path, os.O_RDWR)
+            index_fd = os.open(seg.index_path, os.O_RDWR)
         except OSError as exc:
+            if log_fd >= 0:
+                os.close(log_fd)
             raise _unmade(made, exc, f"{seg.log_path}: cannot adopt the spare segment") from exc
         _unlink_all((log_path, index_path))  # a name left over: swept at the next boot (recovery)
         seg._fd = log_fd
