@@ -20,8 +20,9 @@ blocks are reserved in a file nothing appends to yet:
   24 bytes per ``index_interval_bytes``) with ``FALLOC_FL_KEEP_SIZE``: the file size stays 0,
   so a spare holds no data, and recovery sweeps a leftover one like any ``*.staging`` file.
   At the roll the loop takes it (:meth:`Reservations.take_spare`) when it is ready and links
-  it under the new segment's name (``os.link`` then ``os.unlink``: metadata only, no inode to
-  allocate); when it is not ready the loop creates the segment itself, as before. The loop
+  it under the new segment's name and opens it (``os.link``, ``os.open``, then ``os.unlink``:
+  metadata only, no inode to allocate; a published spare holds no fd, so spares never use up
+  the fds partitions need near ``RLIMIT_NOFILE``); when it is not ready the loop creates the segment itself, as before. The loop
   never waits for the worker.
   The spare is asked for that early because making it takes a while on a busy disk
   (``fallocate`` reads block bitmaps too: 0.3-1 s for 1 GiB was seen under load), and a roll
