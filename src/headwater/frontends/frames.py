@@ -126,7 +126,7 @@ class FrameReader:
         if sock is not None:
             try:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_QUICKACK, 1)
-            except (OSError, AttributeError):
+            except (OSError, AttributeError, ValueError):  # ValueError: uvloop's socket of a closed transport
                 self._sock = None
 
     def get_buffer(self, sizehint: int) -> memoryview:
