@@ -80,6 +80,8 @@ from prometheus_client.metrics_core import Metric
 
 from headwater import metrics
 
+from .segment import unlink_all
+
 FALLOC_FL_KEEP_SIZE = 0x01
 """``fallocate(2)`` mode: allocate blocks, leave the file size alone (include/uapi/linux/falloc.h)."""
 ACTIVE_AFTER_BYTES = 8 << 20
@@ -195,11 +197,7 @@ class Spare:
     def discard(self) -> None:
         """Close and delete both files (errors ignored: a leftover is swept at the next boot)."""
         self.close_files()
-        for path in (self.log_path, self.index_path):
-            try:
-                os.unlink(path)
-            except OSError:
-                pass
+        unlink_all((self.log_path, self.index_path))
 
 
 class Preallocator:

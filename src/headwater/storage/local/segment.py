@@ -136,7 +136,8 @@ def preallocate(fd: int, size: int) -> None:
             raise
 
 
-def _unlink_all(paths) -> None:
+def unlink_all(paths) -> None:
+    """Unlink each path, ignoring every failure (a leftover is swept at the next boot)."""
     for path in paths:
         try:
             os.unlink(path)
@@ -148,7 +149,7 @@ def _unmade(made: list[str], exc: OSError, what: str) -> StorageError:
     """After making a segment's files failed with ``exc``: remove those ``made`` (a half-made
     segment would block the next try) and return the error to raise (StorageError when the
     files existed already, else StorageWriteError)."""
-    _unlink_all(made)
+    unlink_all(made)
     if isinstance(exc, FileExistsError):
         return StorageError(f"segment file already exists: {exc.filename}")
     return StorageWriteError.from_os_error(what, exc)
@@ -270,7 +271,7 @@ class Segment:
             if log_fd >= 0:
                 os.close(log_fd)
             raise _unmade(made, exc, f"{seg.log_path}: cannot adopt the spare segment") from exc
-        _unlink_all((log_path, index_path))  # a name left over: swept at the next boot (recovery)
+        unlink_all((log_path, index_path))  # a name left over: swept at the next boot (recovery)
         seg._fd = log_fd
         seg._index = SegmentIndex(seg.index_path, array("Q"), index_fd, index_interval_bytes)
         seg.sealed = False
