@@ -8,9 +8,7 @@ from typing import NoReturn
 
 import click
 
-from .. import __version__, app, logs
-from ..config import ConfigError, load
-from ..storage.api import StorageError
+from .. import __version__
 from . import identity, inspect_cmd, messaging, offline, render, resources
 from .common import EXIT_CODES_HELP, Obj, RootGroup
 
@@ -102,6 +100,12 @@ def serve(config_path, data_dir, tcp_address, kafka_address, http_address, quic_
     line "headwater: cannot start: OPTION: PROBLEM" and exits 2 for a bad
     option, 1 otherwise.
     """
+    # the server's modules are imported here, not at the top: the client commands and
+    # --version would otherwise import all of them (~1.8 s) for nothing
+    from .. import app, logs
+    from ..config import ConfigError, load
+    from ..storage.api import StorageError
+
     values = {"system.data_dir": data_dir, "tcp.address": tcp_address, "kafka.address": kafka_address,
               "http.address": http_address, "quic.address": quic_address,
               "websocket.address": websocket_address, "logging.level": log_level}
