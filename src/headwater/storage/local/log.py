@@ -61,7 +61,7 @@ from headwater.storage.api import (
 
 from . import compaction
 from .flusher import Flusher, GroupCommit, shared_flusher
-from .prealloc import ACTIVE_AFTER_BYTES, DISK_FULL, ahead_plan, effective_window, index_bytes_for
+from .prealloc import DISK_FULL, ahead_plan, effective_window, first_check, index_bytes_for
 from .recovery import CLEAN_SHUTDOWN, RecoveryReport, recover_partition
 from .retention import segments_to_delete
 from .segment import MIN_BATCH_SIZE, Segment, fsync_dir, unpack_header
@@ -260,12 +260,12 @@ class LocalPartitionLog:
     def _prepare(self, active: Segment, reserved: int) -> None:
         """``active`` just became the active segment, ``reserved`` bytes of its .log reserved
         (a spare's window, :mod:`.prealloc`): :meth:`_ahead` runs once it holds
-        ``ACTIVE_AFTER_BYTES`` (or half of ``segment_size`` when smaller), so a partition
-        nothing or little is written to reserves nothing."""
+        ``ACTIVE_AFTER_BYTES`` (or half of ``segment_size`` when smaller; :func:`.prealloc.first_check`),
+        so a partition nothing or little is written to reserves nothing."""
         if self._reservations is None or active.sealed:
             return
         self._asked_to = reserved
-        self._ahead_at = max(1, min(ACTIVE_AFTER_BYTES, self.policy.segment_size // 2))
+        self._ahead_at = first_check(self.policy.segment_size, self._reservations.window, reserved)
 
     def _ahead(self, active: Segment) -> None:
         """A check point of the active segment (:func:`.prealloc.ahead_plan`): have it reserved

@@ -199,6 +199,16 @@ def effective_window(segment_size: int, window: int) -> int:
     return max(1, min(window, segment_size))
 
 
+def first_check(segment_size: int, window: int, reserved: int) -> int:
+    """The active segment's size at which its first check point (:func:`ahead_plan`) runs:
+    ``ACTIVE_AFTER_BYTES`` (or half of ``segment_size`` when less), or sooner when a spare's
+    ``reserved`` window is half written by then. At least 1."""
+    first = min(ACTIVE_AFTER_BYTES, segment_size // 2)
+    if reserved > 0:
+        first = min(first, reserved - effective_window(segment_size, window) // 2)
+    return max(1, first)
+
+
 def ahead_plan(written: int, asked_to: int, segment_size: int, window: int) -> tuple[int, int, bool]:
     """What the log does at a check point of its active segment (pure arithmetic, on the loop).
 
