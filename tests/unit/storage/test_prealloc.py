@@ -150,7 +150,10 @@ def test_a_sealed_segment_keeps_no_reserved_blocks_past_its_end(tmp_path, flushe
 
 
 @needs_fallocate
-def test_recovery_releases_what_a_crash_left_reserved_on_a_sealed_segment(tmp_path, flusher):
+@pytest.mark.parametrize("which", ["sealed", "active"])
+def test_recovery_releases_what_a_crash_left_reserved(tmp_path, flusher, which):
+    """On a sealed segment (its roll's release never ran) or on the active one (its window
+    ahead: a kill leaves it, as session 11's clean stop did)."""
     if not reservable(tmp_path):
         pytest.skip("tmp_path is on tmpfs")
     d = str(tmp_path / "p")
@@ -158,23 +161,25 @@ def test_recovery_releases_what_a_crash_left_reserved_on_a_sealed_segment(tmp_pa
                            size_of_messages_required_to_save=1 << 30)
     log = LocalPartitionLog.open(d, policy, Flusher(write_behind_cache_bytes=0, preallocate=False))
     written = fill(log, 6)
+    target = seg_path(d, log.segments()[0 if which == "sealed" else -1].start_offset)
     log.close()
-    first = seg_path(d, 0)
-    size = os.path.getsize(first)
-    fd = os.open(first, os.O_RDWR)
+    os.unlink(os.path.join(d, "clean-shutdown"))  # as a crash leaves it
+    size = os.path.getsize(target)
+    fd = os.open(target, os.O_RDWR)
     try:
-        assert prealloc.reserve(fd, size, 32 * MIB)  # as if the roll's release never ran
+        assert prealloc.reserve(fd, size, 32 * MIB)  # as if the release never ran
     finally:
         os.close(fd)
     for name in ("spare-7.log.staging", "spare-7.index.staging"):  # a spare a crash left
         open(os.path.join(d, name), "wb").close()
-    assert allocated(first) >= 32 * MIB
+    assert allocated(target) >= 32 * MIB
     log = LocalPartitionLog.open(d, policy, flusher)
     try:
-        assert os.path.getsize(first) == size
-        assert allocated(first) <= size + prealloc.SLACK_BYTES + 4096
+        assert os.path.getsize(target) == size
+        assert allocated(target) <= size + prealloc.SLACK_BYTES + 4096
         assert spares(d) == []
         assert sorted(log.recovery.removed_files) == ["spare-7.index.staging", "spare-7.log.staging"]
+        written += fill(log, 1)
         assert b"".join(bytes(v) for v in log.read(0, 1 << 40, 1 << 40)) == b"".join(written)
     finally:
         log.close()
@@ -345,11 +350,18 @@ def big_policy(**kw) -> SegmentPolicy:
                          size_of_messages_required_to_save=1 << 30, **kw)
 
 
-@needs_fallocate
-def test_the_active_segment_is_reserved_a_window_ahead_not_to_its_end(tmp_path):
+@pytest.fixture
+def windowed(tmp_path):
+    """A flusher whose preallocator reserves WINDOW ahead (skips where nothing is reserved)."""
     if not reservable(tmp_path):
-        pytest.skip("tmp_path is on tmpfs")
-    flusher = Flusher(write_behind_cache_bytes=0, preallocate_window_bytes=WINDOW)
+        pytest.skip("needs fallocate(2) on a filesystem other than tmpfs")
+    f = Flusher(write_behind_cache_bytes=0, preallocate_window_bytes=WINDOW)
+    yield f
+    f.close()
+
+
+def test_the_active_segment_is_reserved_a_window_ahead_not_to_its_end(tmp_path, windowed):
+    flusher = windowed
     d = str(tmp_path / "p")
     log = LocalPartitionLog.open(d, big_policy(), flusher)
     pre = flusher.preallocator
@@ -375,14 +387,10 @@ def test_the_active_segment_is_reserved_a_window_ahead_not_to_its_end(tmp_path):
         assert b"".join(bytes(v) for v in log.read(0, 1 << 40, 1 << 40)) == b"".join(written)
     finally:
         log.close()
-        flusher.close()
 
 
-@needs_fallocate
-def test_a_clean_close_leaves_nothing_reserved_and_the_ledger_empty(tmp_path):
-    if not reservable(tmp_path):
-        pytest.skip("tmp_path is on tmpfs")
-    flusher = Flusher(write_behind_cache_bytes=0, preallocate_window_bytes=WINDOW)
+def test_a_clean_close_leaves_nothing_reserved_and_the_ledger_empty(tmp_path, windowed):
+    flusher = windowed
     d = str(tmp_path / "p")
     log = LocalPartitionLog.open(d, big_policy(), flusher)
     try:
@@ -398,33 +406,6 @@ def test_a_clean_close_leaves_nothing_reserved_and_the_ledger_empty(tmp_path):
     log = LocalPartitionLog.open(d, big_policy(), flusher)
     try:
         assert log.recovery.segments[0].zero_bytes == 0
-        assert b"".join(bytes(v) for v in log.read(0, 1 << 40, 1 << 40)) == b"".join(written)
-    finally:
-        log.close()
-        flusher.close()
-
-
-@needs_fallocate
-def test_recovery_releases_what_a_crash_left_reserved_on_the_active_segment(tmp_path, flusher):
-    if not reservable(tmp_path):
-        pytest.skip("tmp_path is on tmpfs")
-    d = str(tmp_path / "p")
-    log = LocalPartitionLog.open(d, big_policy(), Flusher(write_behind_cache_bytes=0, preallocate=False))
-    written = fill(log, 3)
-    log.close()
-    os.unlink(os.path.join(d, "clean-shutdown"))  # as a crash leaves it
-    active = seg_path(d, 0)
-    fd = os.open(active, os.O_RDWR)
-    try:
-        assert prealloc.reserve(fd, os.path.getsize(active), 32 * MIB)  # a window a kill left behind
-    finally:
-        os.close(fd)
-    assert held(active) >= 32 * MIB
-    log = LocalPartitionLog.open(d, big_policy(), flusher)
-    try:
-        assert held(active) <= prealloc.SLACK_BYTES
-        assert os.path.getsize(active) == 3 * len(written[0])
-        written += fill(log, 2)  # and it is the active segment still
         assert b"".join(bytes(v) for v in log.read(0, 1 << 40, 1 << 40)) == b"".join(written)
     finally:
         log.close()
@@ -488,11 +469,8 @@ def test_a_budget_of_zero_reserves_nothing_and_the_log_works_as_with_the_switch_
         flusher.close()
 
 
-@needs_fallocate
-def test_a_truncation_settles_the_ledger(tmp_path):
-    if not reservable(tmp_path):
-        pytest.skip("tmp_path is on tmpfs")
-    flusher = Flusher(write_behind_cache_bytes=0, preallocate_window_bytes=WINDOW)
+def test_a_truncation_settles_the_ledger(tmp_path, windowed):
+    flusher = windowed
     d = str(tmp_path / "p")
     log = LocalPartitionLog.open(d, OFF, flusher)
     try:
@@ -506,7 +484,6 @@ def test_a_truncation_settles_the_ledger(tmp_path):
         assert log.next_offset == written_offset
     finally:
         log.close()
-        flusher.close()
     assert flusher.preallocator.ledger.total == 0
 
 
