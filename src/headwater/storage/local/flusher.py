@@ -452,6 +452,17 @@ class GroupCommit:
             raise self.fence(exc) from exc
         metrics.observe_fsync("inline", time.perf_counter() - t0)
 
+    def sealed_fds(self) -> list[int]:
+        """The fds of sealed segments not yet synced, for a caller that fdatasyncs them
+        itself (a close of many logs at once) and then calls :meth:`synced_by_caller`."""
+        return [fd for fd, _ in self._sealed]
+
+    def synced_by_caller(self) -> None:
+        """The caller fdatasynced every fd :meth:`sealed_fds` returned (and the active
+        segment) successfully: forget and close the sealed ones, as :meth:`sync_inline` does."""
+        self.check()
+        self._drop_sealed(list(self._sealed))
+
     # -- rounds ------------------------------------------------------------------
 
     def _start(self, loop: asyncio.AbstractEventLoop) -> None:
