@@ -36,7 +36,12 @@ worker thread (``os.fdatasync`` releases the GIL) and are shared:
 
 The dup'd fds keep the file open for the worker even if the log rotates,
 truncates or closes the segment meanwhile: a sync never hits a closed or
-reused fd number.
+reused fd number. A ``dup`` refused for want of fds (EMFILE, ENFILE: the
+process or the system at its limit) is not a failed sync (nothing was written
+or synced): the round is put back, its waiters still waiting, and tried again
+:data:`DUP_RETRY_SECONDS` later (``Flusher.dup_retries`` counts these), so an
+acknowledgement still waits for a real fdatasync; a close meanwhile syncs
+inline, without a dup.
 
 Sealing: a rotation does not sync on the loop (a 1 GiB segment written with
 the sync thresholds at their maxima took ~0.45 s to fdatasync, every client
@@ -85,6 +90,7 @@ pure-Python workers are the reference (``Flusher(native=False)``,
 from __future__ import annotations
 
 import asyncio
+import errno
 import itertools
 import os
 import queue
@@ -98,6 +104,9 @@ from headwater.storage.api import StorageError, SyncFailed
 
 from .prealloc import Preallocator
 from .writebehind import CACHE_BYTES, WriteBehind
+
+DUP_RETRY_SECONDS = 0.05
+"""A round whose ``os.dup`` found no fd free (EMFILE / ENFILE) is tried again after this long."""
 
 FLUSHER_THREADS = 4
 """Worker threads per engine: how many partitions can be in a sync at the same time."""
@@ -181,6 +190,7 @@ class Flusher:
         self.acknowledged = 0
         self.failed = 0
         self.sync_seconds = 0.0
+        self.dup_retries = 0  # rounds put off because os.dup found no fd free (EMFILE / ENFILE)
 
     def stats(self) -> dict[str, int | float]:
         """The counters, for a log line."""
@@ -496,12 +506,21 @@ class GroupCommit:
                 self._round_waiters, self._round_sealed, self._round_fds = waiters, sealed, fds
                 self._returned, self._round = False, True
                 flusher.submit(lambda: self._run(loop, fds, bool(waiters or sealed)))
-        except (OSError, RuntimeError) as exc:  # no fd left to dup, or the flusher was shut down:
-            for fd in fds:  # these waiters cannot be made durable
+        except (OSError, RuntimeError) as exc:
+            for fd in fds:
                 os.close(fd)
             self._round, self._round_waiters, self._round_sealed = False, [], []
             self._waiters = waiters + self._waiters
-            self.fence(exc)
+            if isinstance(exc, OSError) and exc.errno in (errno.EMFILE, errno.ENFILE):
+                # no fd left for the dup: nothing was synced, nor did a sync fail (no fence);
+                # the round is tried again shortly, its waiters still waiting for it
+                self._wanted = True  # (a periodic round put off is owed too)
+                self.flusher.dup_retries += 1
+                if not self._scheduled:
+                    self._scheduled = True
+                    loop.call_later(DUP_RETRY_SECONDS, self._start, loop)
+                return
+            self.fence(exc)  # the flusher was shut down: these waiters cannot be made durable
 
     def _wake(self) -> None:
         """A compiled round's call back (on its worker, with the GIL): :meth:`_start` on the loop."""

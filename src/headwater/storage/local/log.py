@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import os
 from bisect import bisect_right
 from collections import OrderedDict
@@ -392,6 +393,8 @@ class LocalPartitionLog:
         except OSError as exc:
             for fd in held:
                 os.close(fd)
+            if exc.errno in (errno.EMFILE, errno.ENFILE):  # its dup: no fd free; nothing failed on
+                raise  # disk, the segment stays active and the next append rolls again
             raise self._commit.fence(exc) from exc
         if held:
             size = active.size
