@@ -38,10 +38,11 @@ The dup'd fds keep the file open for the worker even if the log rotates,
 truncates or closes the segment meanwhile: a sync never hits a closed or
 reused fd number. A ``dup`` refused for want of fds (EMFILE, ENFILE: the
 process or the system at its limit) is not a failed sync (nothing was written
-or synced): the round is put back, its waiters still waiting, and tried again
-:data:`DUP_RETRY_SECONDS` later (``Flusher.dup_retries`` counts these), so an
-acknowledgement still waits for a real fdatasync; a close meanwhile syncs
-inline, without a dup.
+or synced) and does not fence: that round's fdatasyncs run inline on the loop
+thread instead (no round is in flight then and only the loop closes these fds,
+so no dup is needed), and its waiters complete after them
+(``Flusher.dup_refused`` counts these). Waiting for fds to come back instead
+could wait for ever: the sealed segments' fds are freed only by a sync.
 
 Sealing: a rotation does not sync on the loop (a 1 GiB segment written with
 the sync thresholds at their maxima took ~0.45 s to fdatasync, every client
@@ -104,9 +105,6 @@ from headwater.storage.api import StorageError, SyncFailed
 
 from .prealloc import Preallocator
 from .writebehind import CACHE_BYTES, WriteBehind
-
-DUP_RETRY_SECONDS = 0.05
-"""A round whose ``os.dup`` found no fd free (EMFILE / ENFILE) is tried again after this long."""
 
 FLUSHER_THREADS = 4
 """Worker threads per engine: how many partitions can be in a sync at the same time."""
@@ -190,7 +188,7 @@ class Flusher:
         self.acknowledged = 0
         self.failed = 0
         self.sync_seconds = 0.0
-        self.dup_retries = 0  # rounds put off because os.dup found no fd free (EMFILE / ENFILE)
+        self.dup_refused = 0  # rounds synced inline because os.dup found no fd free (EMFILE / ENFILE)
 
     def stats(self) -> dict[str, int | float]:
         """The counters, for a log line."""
@@ -447,10 +445,10 @@ class GroupCommit:
             return None
         return self.request(wait=True)
 
-    def sync_inline(self) -> None:
+    def sync_inline(self, kind: str = "inline") -> None:
         """fdatasync on this thread (blocking): sealed segments not yet synced (also those
         a round in flight holds), then the active one. A failure fences the log and
-        raises SyncFailed."""
+        raises SyncFailed. ``kind``: the label its time is recorded under (metrics)."""
         self.check()
         t0 = time.perf_counter()
         try:
@@ -460,7 +458,7 @@ class GroupCommit:
             self._sync_inline()
         except OSError as exc:
             raise self.fence(exc) from exc
-        metrics.observe_fsync("inline", time.perf_counter() - t0)
+        metrics.observe_fsync(kind, time.perf_counter() - t0)
 
     def sealed_fds(self) -> list[int]:
         """The fds of sealed segments not yet synced, for a caller that fdatasyncs them
@@ -512,13 +510,21 @@ class GroupCommit:
             self._round, self._round_waiters, self._round_sealed = False, [], []
             self._waiters = waiters + self._waiters
             if isinstance(exc, OSError) and exc.errno in (errno.EMFILE, errno.ENFILE):
-                # no fd left for the dup: nothing was synced, nor did a sync fail (no fence);
-                # the round is tried again shortly, its waiters still waiting for it
-                self._wanted = True  # (a periodic round put off is owed too)
-                self.flusher.dup_retries += 1
-                if not self._scheduled:
-                    self._scheduled = True
-                    loop.call_later(DUP_RETRY_SECONDS, self._start, loop)
+                # no fd left for the dup: nothing was synced, nor did a sync fail (no fence).
+                # Sync here instead, on the loop: no round is in flight and nothing closes these
+                # fds meanwhile, so no dup is needed (and waiting for fds other rounds hold could
+                # wait for ever: the sealed segments' fds are freed only by a sync)
+                self.flusher.dup_refused += 1
+                try:
+                    self.sync_inline("inline_no_fd")
+                except SyncFailed:
+                    return  # fenced: its waiters failed
+                waiters, self._waiters = self._waiters, []
+                self._wanted = False
+                for fut in waiters:  # each was written before this sync started
+                    if not fut.done():
+                        fut.set_result(None)
+                        self.flusher.acknowledged += 1
                 return
             self.fence(exc)  # the flusher was shut down: these waiters cannot be made durable
 
