@@ -19,6 +19,7 @@ import urllib.request
 
 import apache_iggy as ig
 
+from test_robustness_startstop_crash import read_partitions
 from test_robustness_wire import healthy, run, sdk_client
 
 PARTITIONS = 12
@@ -83,23 +84,7 @@ def test_out_of_file_descriptors_fences_no_partition_and_loses_nothing(fresh_ser
     assert fresh_server.stop() == 0
     fresh_server.start()
 
-    async def read_back():
-        c = await sdk_client(fresh_server)
-        stored = {}
-        for p in range(PARTITIONS):
-            offset = 0
-            while True:
-                got = await c.poll_messages("fd", "t", consumer=ig.Consumer.Single("audit"),
-                                            polling_strategy=ig.PollingStrategy.Offset(offset), count=100,
-                                            auto_commit=False, partition_id=p)
-                if not got:
-                    break
-                for m in got:
-                    stored[(p, m.offset())] = m.payload()
-                offset = got[-1].offset() + 1
-        return stored
-
-    stored = run(read_back(), 120)
+    stored = run(read_partitions(fresh_server, "fd", "t", PARTITIONS), 120)
     missing = [k for k in acked if stored.get(k) != acked[k]]
     assert not missing, f"{len(missing)} of {len(acked)} acknowledged messages lost or altered"
     healthy(fresh_server)

@@ -42,13 +42,14 @@ async def _send_round(server, acked: dict, rng: random.Random, tag: bytes) -> No
             acked[(p, base + j)] = x
 
 
-async def _read_back(server) -> dict:
+async def read_partitions(server, stream: str = "ss", topic: str = "t", partitions: int = PARTITIONS) -> dict:
+    """Every stored message of ``partitions`` partitions: {(partition, offset): payload}."""
     c = await sdk_client(server)
     stored = {}
-    for p in range(PARTITIONS):
+    for p in range(partitions):
         offset = 0
         while True:
-            got = await c.poll_messages("ss", "t", consumer=ig.Consumer.Single("audit"),
+            got = await c.poll_messages(stream, topic, consumer=ig.Consumer.Single("audit"),
                                         polling_strategy=ig.PollingStrategy.Offset(offset), count=1000,
                                         auto_commit=False, partition_id=p)
             if not got:
@@ -60,7 +61,7 @@ async def _read_back(server) -> dict:
 
 
 def _check(server, acked: dict) -> None:
-    stored = run(_read_back(server), 120)
+    stored = run(read_partitions(server), 120)
     for p in range(PARTITIONS):
         offsets = sorted(o for (pp, o) in stored if pp == p)
         assert offsets == list(range(len(offsets))), f"partition {p}: offsets not contiguous"
