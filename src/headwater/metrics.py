@@ -168,7 +168,8 @@ def count_connections(protocol: str, transport: str, count: Callable[[], int]) -
 
 
 def observe_fsync(kind: str, seconds: float) -> None:
-    """Record one sync (``kind``: ``group_commit`` for a flusher round, ``inline`` otherwise)."""
+    """Record one sync (``kind``: ``group_commit`` for a flusher round, ``inline_no_fd`` for a
+    round done inline because its ``os.dup`` found no fd free, ``inline`` otherwise)."""
     FSYNC_SECONDS.labels(kind).observe(seconds)
 
 

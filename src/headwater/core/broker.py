@@ -43,6 +43,9 @@ MAX_PARTITIONS = 1000
 
 log = logging.getLogger("headwater.broker")
 
+PROGRESS_SECONDS = 1.0
+"""Boot: seconds between "opening partitions" progress lines while a large data directory opens."""
+
 
 def now_us() -> int:
     return time.time_ns() // 1000
@@ -150,10 +153,7 @@ class Broker:
                     "removed files no catalog entry names (left by a delete a crash interrupted)",
                     extra={"kv": {"path": path}},
                 )
-        for topic, parts in to_open:
-            pids = sorted(int(p) for p in parts)
-            for pid in pids:
-                self._open_partition(topic, pid, parts[str(pid)], len(pids), fence=True)
+        self._open_all(to_open)
         for k, v in records.items():
             if k.startswith("group/"):
                 _, s, t, g = k.split("/")
@@ -163,6 +163,28 @@ class Broker:
                     topic.groups[int(g)] = AssignedGroup(int(g), v["name"])
         self.offsets.load(self._offsets_meta.load())
         self._drop_stale_offsets()
+
+    def _open_all(self, to_open: list[tuple[Topic, dict[str, int]]]) -> None:
+        """Boot: open every partition the catalog names (together: the engine syncs what the
+        opens changed once at the end, see ``StorageEngine.opening_many``), logging progress
+        at most every :data:`PROGRESS_SECONDS` while it takes that long, and a summary then."""
+        total = sum(len(parts) for _, parts in to_open)
+        t0 = last = time.monotonic()
+        done = 0
+        with self.engine.opening_many():
+            for topic, parts in to_open:
+                pids = sorted(int(p) for p in parts)
+                for pid in pids:
+                    self._open_partition(topic, pid, parts[str(pid)], len(pids), fence=True)
+                    done += 1
+                    now = time.monotonic()
+                    if now - last >= PROGRESS_SECONDS:
+                        last = now
+                        log.info("opening partitions", extra={"kv": {"opened": done, "total": total,
+                                                                     "seconds": round(now - t0, 1)}})
+        took = time.monotonic() - t0
+        if took >= PROGRESS_SECONDS:
+            log.info("partitions opened", extra={"kv": {"opened": done, "seconds": round(took, 1)}})
 
     def _drop_stale_offsets(self) -> None:
         """Boot: drop committed offsets of partitions the catalog does not have, and
@@ -237,14 +259,19 @@ class Broker:
         self._meta.put(f"topic/{topic.stream_id}/{topic.id}", topic.to_dict())
 
     def close(self) -> None:
+        """Close every partition log and metadata store, then the engine. The engine
+        closes the logs it opened itself, all together (their final syncs and
+        clean-shutdown markers at once, not one partition after another)."""
         metrics_source.unregister(self._metrics_key)
-        for s in self.catalog.streams.values():
-            for t in s.topics.values():
-                for p in t.partitions.values():
-                    p.log.close()
-        self._meta.close()
-        self._offsets_meta.close()
-        self.engine.close()
+        try:
+            self.engine.close()
+        finally:
+            for s in self.catalog.streams.values():  # what the engine did not open (fenced partitions)
+                for t in s.topics.values():
+                    for p in t.partitions.values():
+                        p.log.close()
+            self._meta.close()
+            self._offsets_meta.close()
 
     def sync(self) -> None:
         for s in self.catalog.streams.values():

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import errno as _errno
 from dataclasses import dataclass
-from typing import Any, Awaitable, Iterable, Protocol, Sequence
+from typing import Any, Awaitable, ContextManager, Iterable, Protocol, Sequence
 
 
 class StorageError(Exception):
@@ -299,6 +299,12 @@ class StorageEngine(Protocol):
         left as they are), StorageError or OSError when the files cannot be made.
         """
 
+    def opening_many(self) -> ContextManager[None]:
+        """A block that opens many partitions (boot): durability work each open would do
+        on its own (the local engine: syncing the removal of a clean-shutdown marker) may
+        be done once for all of them on exit, before any log opened inside is written
+        (a log written earlier does it itself first). Raises what that work raises."""
+
     def delete_partition(self, stream_id: int, topic_id: int, partition_id: int) -> None: ...
 
     def delete_topic(self, stream_id: int, topic_id: int) -> None: ...
@@ -323,7 +329,10 @@ class StorageEngine(Protocol):
     def disk_usage(self) -> tuple[int, int] | None:
         """(total_bytes, usable_bytes) of the volume holding the data, None when unknown."""
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Sync and close every partition log still open and every metadata store, then let
+        go of the data (the local engine: its lock). Logs are closed together, their final
+        syncs concurrent; raises StorageError naming the failures after closing the rest."""
 
 
 def _scheme(url: str) -> tuple[str, str]:

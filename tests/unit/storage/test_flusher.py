@@ -10,7 +10,10 @@ kernel's writeback fails and fdatasync returns EIO (root only).
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import errno
 import os
+import resource
 import subprocess
 import sys
 import threading
@@ -648,3 +651,51 @@ def test_a_flusher_never_closed_still_finishes_its_queued_rounds_at_exit(tmp_pat
     done = subprocess.run([sys.executable, "-c", script, str(marker)], timeout=60)
     assert done.returncode == 0
     assert marker.read_text() == "x"
+
+
+# -- out of file descriptors: a dup refused with EMFILE is not a failed sync ----------------------
+
+@contextlib.contextmanager
+def _no_fd_left():
+    """Every fd number below the soft RLIMIT_NOFILE taken (by /dev/null), the limit lowered
+    so that this takes few; all given back and the limit restored on exit."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    probe = os.open(os.devnull, os.O_RDONLY)
+    os.close(probe)
+    fillers = []
+    resource.setrlimit(resource.RLIMIT_NOFILE, (probe + 32, hard))
+    try:
+        while True:
+            try:
+                fillers.append(os.open(os.devnull, os.O_RDONLY))
+            except OSError as e:
+                assert e.errno == errno.EMFILE
+                break
+        yield
+    finally:
+        for fd in fillers:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_a_round_whose_dup_finds_no_fd_syncs_inline_and_acknowledges_without_fencing(make_log, flusher):
+    log = make_log(SegmentPolicy(enforce_fsync=True, segment_size=2000, index_interval_bytes=1))
+
+    async def go():
+        await append_one(log)
+        calls = flusher.fdatasync_calls
+        with _no_fd_left():
+            with pytest.raises(OSError):
+                os.dup(0)
+            waiters = [append_one(log) for _ in range(2)]  # the second seals: its dups are refused too
+            assert waiters[0] is not None
+            await asyncio.gather(*waiters)
+            assert log._commit.fenced is None
+        assert flusher.dup_refused >= 1
+        assert flusher.failed == 0 and flusher.acknowledged == 3
+        assert flusher.fdatasync_calls == calls  # the inline syncs are not rounds'
+        await append_one(log)  # fds back: rounds again, the log writable
+        await append_one(log)
+
+    asyncio.run(go())
+    assert log.next_offset == 15

@@ -25,21 +25,24 @@ other stream, topic or partition directory goes the same way.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
 import time
 import uuid
-from typing import Iterable
+from typing import Iterable, Iterator
 
 from headwater.storage.api import CorruptSegment, SegmentPolicy, StorageError, StorageWriteError
 
+from . import bulk
 from .flusher import Flusher
 from .writebehind import CACHE_BYTES
 from .lock import DataDirLock
 from .log import LocalPartitionLog
 from .metadata import LocalMetadataStore
 from .prealloc import DEFAULT_BUDGET_BYTES, DEFAULT_WINDOW_BYTES, DISK_FULL
+from .recovery import CLEAN_SHUTDOWN
 from .segment import fsync_dir
 
 _NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}")
@@ -94,6 +97,7 @@ class LocalEngine:
         self._logs: dict[tuple[int, int, int], LocalPartitionLog] = {}
         self._stores: dict[str, LocalMetadataStore] = {}
         self._closed = False
+        self._deferred: list[LocalPartitionLog] | None = None  # inside opening_many(): markers removed, not synced
         try:
             for sub in ("streams", "metadata", "trash"):
                 self._makedirs(os.path.join(self.path, sub))
@@ -167,17 +171,44 @@ class LocalEngine:
         directory = self.partition_dir(stream_id, topic_id, partition_id)
         if not create and not os.path.isdir(directory):
             raise CorruptSegment(f"partition directory {directory} is missing: its data is lost or moved")
+        defer = self._deferred is not None
         try:
             self._makedirs(directory)
-            log = LocalPartitionLog.open(directory, policy, self.flusher)
+            log = LocalPartitionLog.open(directory, policy, self.flusher, defer_marker_sync=defer)
         except (OSError, StorageWriteError) as exc:
             if exc.errno not in DISK_FULL:
                 raise
             self._give_back_space()  # space held by our own preallocation: try once more
             self._makedirs(directory)
-            log = LocalPartitionLog.open(directory, policy, self.flusher)
+            log = LocalPartitionLog.open(directory, policy, self.flusher, defer_marker_sync=defer)
         self._logs[key] = log
+        if log.marker_removal_pending and self._deferred is not None:
+            self._deferred.append(log)
         return log
+
+    @contextlib.contextmanager
+    def opening_many(self) -> Iterator[None]:
+        """Open many partitions (at boot): inside, :meth:`open_partition` leaves the sync of
+        each removed clean-shutdown marker for the exit, where the directories of all of
+        them are synced together (:func:`.bulk.sync_directories`: one ``syncfs`` per
+        filesystem, or directory fsyncs on a pool of threads), instead of one directory
+        fsync per partition. No log is written meanwhile (a log's own append would sync
+        its directory first). Raises OSError from the sync (on exit, also after an error
+        inside: a log opened is left in a state an append makes safe again)."""
+        self._check_open()
+        if self._deferred is not None:  # nested: the outer exit syncs
+            yield
+            return
+        self._deferred = []
+        try:
+            yield
+        finally:
+            pending, self._deferred = self._deferred, None
+            pending = [log for log in pending if log.marker_removal_pending]
+            if pending:
+                bulk.sync_directories([log.directory for log in pending])
+                for log in pending:
+                    log.marker_removal_synced()
 
     def _give_back_space(self) -> None:
         """A write failed for want of space: delete every spare segment and cut every active
@@ -299,13 +330,9 @@ class LocalEngine:
         if self._closed:
             return
         self._closed = True
-        errors = []
+        errors: list[BaseException] = []
         try:
-            for log in self._logs.values():
-                try:
-                    log.close()
-                except (OSError, StorageError) as exc:  # keep closing the rest
-                    errors.append(exc)
+            self._close_logs(list(self._logs.values()), errors)
             for store in self._stores.values():
                 store.close()
         finally:
@@ -317,6 +344,43 @@ class LocalEngine:
                 self._lock.release()
         if errors:
             raise StorageError(f"closing partition logs failed: {errors}")
+
+
+    def _close_logs(self, logs: list[LocalPartitionLog], errors: list[BaseException]) -> None:
+        """Close ``logs`` together: their final fdatasyncs on a pool of threads, then each
+        log closed (on this thread), then the clean-shutdown markers of those whose sync
+        succeeded made (a pool again) and all their directories synced at once
+        (:func:`.bulk.sync_directories`). A marker is made only after its log's data was
+        synced, so one that survives a crash never vouches for data that did not. Failures
+        are appended to ``errors`` and the rest carry on."""
+        prepared: list[tuple[LocalPartitionLog, list[int] | None]] = []
+        for log in logs:
+            try:
+                prepared.append((log, log.final_sync_fds()))
+            except OSError as exc:  # the index entries could not be written: close it the plain way
+                errors.append(exc)
+                prepared.append((log, None))
+        with_fds = [(log, fds) for log, fds in prepared if fds is not None]
+        outcomes = bulk.fdatasync_groups([fds for _, fds in with_fds])
+        synced = {id(log): (True if exc is None else exc) for (log, _), exc in zip(with_fds, outcomes)}
+        clean: list[LocalPartitionLog] = []
+        for log, _ in prepared:
+            try:
+                if log.close(synced=synced.get(id(log)), mark=False):
+                    clean.append(log)
+            except (OSError, StorageError) as exc:  # keep closing the rest
+                errors.append(exc)
+        clean = [log for log in clean if os.path.isdir(log.directory)]
+        made = []
+        for log, exc in zip(clean, bulk.create_files([os.path.join(log.directory, CLEAN_SHUTDOWN) for log in clean])):
+            if exc is None:
+                made.append(log.directory)
+            else:
+                errors.append(exc)
+        try:
+            bulk.sync_directories(made)
+        except OSError as exc:
+            errors.append(exc)
 
 
 def _fresh_dir_name(path: str) -> str:

@@ -36,7 +36,13 @@ worker thread (``os.fdatasync`` releases the GIL) and are shared:
 
 The dup'd fds keep the file open for the worker even if the log rotates,
 truncates or closes the segment meanwhile: a sync never hits a closed or
-reused fd number.
+reused fd number. A ``dup`` refused for want of fds (EMFILE, ENFILE: the
+process or the system at its limit) is not a failed sync (nothing was written
+or synced) and does not fence: that round's fdatasyncs run inline on the loop
+thread instead (no round is in flight then and only the loop closes these fds,
+so no dup is needed), and its waiters complete after them
+(``Flusher.dup_refused`` counts these). Waiting for fds to come back instead
+could wait for ever: the sealed segments' fds are freed only by a sync.
 
 Sealing: a rotation does not sync on the loop (a 1 GiB segment written with
 the sync thresholds at their maxima took ~0.45 s to fdatasync, every client
@@ -85,6 +91,7 @@ pure-Python workers are the reference (``Flusher(native=False)``,
 from __future__ import annotations
 
 import asyncio
+import errno
 import itertools
 import os
 import queue
@@ -184,6 +191,7 @@ class Flusher:
         self.acknowledged = 0
         self.failed = 0
         self.sync_seconds = 0.0
+        self.dup_refused = 0  # rounds synced inline because os.dup found no fd free (EMFILE / ENFILE)
 
     def stats(self) -> dict[str, int | float]:
         """The counters, for a log line."""
@@ -440,10 +448,10 @@ class GroupCommit:
             return None
         return self.request(wait=True)
 
-    def sync_inline(self) -> None:
+    def sync_inline(self, kind: str = "inline") -> None:
         """fdatasync on this thread (blocking): sealed segments not yet synced (also those
         a round in flight holds), then the active one. A failure fences the log and
-        raises SyncFailed."""
+        raises SyncFailed. ``kind``: the label its time is recorded under (metrics)."""
         self.check()
         t0 = time.perf_counter()
         try:
@@ -453,7 +461,18 @@ class GroupCommit:
             self._sync_inline()
         except OSError as exc:
             raise self.fence(exc) from exc
-        metrics.observe_fsync("inline", time.perf_counter() - t0)
+        metrics.observe_fsync(kind, time.perf_counter() - t0)
+
+    def sealed_fds(self) -> list[int]:
+        """The fds of sealed segments not yet synced, for a caller that fdatasyncs them
+        itself (a close of many logs at once) and then calls :meth:`synced_by_caller`."""
+        return [fd for fd, _ in self._sealed]
+
+    def synced_by_caller(self) -> None:
+        """The caller fdatasynced every fd :meth:`sealed_fds` returned (and the active
+        segment) successfully: forget and close the sealed ones, as :meth:`sync_inline` does."""
+        self.check()
+        self._drop_sealed(list(self._sealed))
 
     # -- rounds ------------------------------------------------------------------
 
@@ -488,12 +507,29 @@ class GroupCommit:
                 self._round_waiters, self._round_sealed, self._round_fds = waiters, sealed, fds
                 self._returned, self._round = False, True
                 flusher.submit(lambda: self._run(loop, fds, bool(waiters or sealed)))
-        except (OSError, RuntimeError) as exc:  # no fd left to dup, or the flusher was shut down:
-            for fd in fds:  # these waiters cannot be made durable
+        except (OSError, RuntimeError) as exc:
+            for fd in fds:
                 os.close(fd)
             self._round, self._round_waiters, self._round_sealed = False, [], []
             self._waiters = waiters + self._waiters
-            self.fence(exc)
+            if isinstance(exc, OSError) and exc.errno in (errno.EMFILE, errno.ENFILE):
+                # no fd left for the dup: nothing was synced, nor did a sync fail (no fence).
+                # Sync here instead, on the loop: no round is in flight and nothing closes these
+                # fds meanwhile, so no dup is needed (and waiting for fds other rounds hold could
+                # wait for ever: the sealed segments' fds are freed only by a sync)
+                self.flusher.dup_refused += 1
+                try:
+                    self.sync_inline("inline_no_fd")
+                except SyncFailed:
+                    return  # fenced: its waiters failed
+                waiters, self._waiters = self._waiters, []
+                self._wanted = False
+                for fut in waiters:  # each was written before this sync started
+                    if not fut.done():
+                        fut.set_result(None)
+                        self.flusher.acknowledged += 1
+                return
+            self.fence(exc)  # the flusher was shut down: these waiters cannot be made durable
 
     def _wake(self) -> None:
         """A compiled round's call back (on its worker, with the GIL): :meth:`_start` on the loop."""

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import os
 from bisect import bisect_right
 from collections import OrderedDict
@@ -115,14 +116,25 @@ class LocalPartitionLog:
         self._reservations = (
             None if policy.preallocate_segments else flusher.preallocator.attach(directory, self._trim_active)
         )
+        self.marker_removal_pending = False  # open(defer_marker_sync=True): the marker's removal is not yet durable
         self._ahead_at = 1 << 62  # the active segment's size at which _ahead() runs next
         self._asked_to = 0  # the active .log's offset its reservations were asked up to
         self._prepare(segments[-1], 0)
 
     @classmethod
-    def open(cls, directory: str, policy: SegmentPolicy, flusher: Flusher | None = None) -> "LocalPartitionLog":
+    def open(
+        cls, directory: str, policy: SegmentPolicy, flusher: Flusher | None = None, *, defer_marker_sync: bool = False
+    ) -> "LocalPartitionLog":
         """Open the log in ``directory`` (created if absent), recovering existing files.
         Syncs run on ``flusher``'s threads (the process-wide one when None).
+
+        The clean-shutdown marker a clean close left is removed once recovery is done,
+        and the directory synced so its removal is durable. ``defer_marker_sync``: that
+        directory sync is left to the caller, who opens many logs and syncs their
+        directories together (:func:`.bulk.sync_directories`) and then calls
+        :meth:`marker_removal_synced`; until then :attr:`marker_removal_pending` is
+        true, and an append syncs the directory itself first, so no append is ever
+        acknowledged while a power loss could bring the marker back.
 
         Raises CorruptSegment when recovery refuses the partition (see
         :mod:`.recovery`), OSError on I/O failure.
@@ -133,7 +145,8 @@ class LocalPartitionLog:
         report = recover_partition(directory, policy.index_interval_bytes, clean=clean)
         if clean:  # from here on appends may leave a torn tail again, until the next clean close
             os.unlink(marker)
-            fsync_dir(directory)
+            if not defer_marker_sync:
+                fsync_dir(directory)
         segments = [
             Segment(directory, r.start_offset, r.end_offset, r.size, r.max_timestamp_us, policy.index_interval_bytes)
             for r in report.segments
@@ -143,7 +156,13 @@ class LocalPartitionLog:
             segments[-1].activate(prealloc)
         else:
             segments.append(Segment.create(directory, 0, policy.index_interval_bytes, prealloc))
-        return cls(directory, policy, segments, report, flusher)
+        log = cls(directory, policy, segments, report, flusher)
+        log.marker_removal_pending = clean and defer_marker_sync
+        return log
+
+    def marker_removal_synced(self) -> None:
+        """The caller made the removal of the clean-shutdown marker durable (see :meth:`open`)."""
+        self.marker_removal_pending = False
 
     # -- properties ----------------------------------------------------------
 
@@ -199,6 +218,9 @@ class LocalPartitionLog:
         """
         self._check_open()
         self._commit.check()
+        if self.marker_removal_pending:  # never left so by the engine: it syncs right after opening
+            fsync_dir(self.directory)
+            self.marker_removal_pending = False
         length = len(batch)
         if length < MIN_BATCH_SIZE:
             raise StorageError(f"batch of {length} bytes is shorter than a header and one frame")
@@ -366,6 +388,8 @@ class LocalPartitionLog:
         except OSError as exc:
             for fd in held:
                 os.close(fd)
+            if exc.errno in (errno.EMFILE, errno.ENFILE):  # its dup: no fd free; nothing failed on
+                raise  # disk, the segment stays active and the next append rolls again
             raise self._commit.fence(exc) from exc
         if held:
             size = active.size
@@ -658,16 +682,41 @@ class LocalPartitionLog:
         self._tombstone_due_us = job.tombstone_due_us
         return job.removed_messages
 
-    def close(self) -> None:
+    def final_sync_fds(self) -> list[int] | None:
+        """For a caller closing many logs at once (:meth:`.engine.LocalEngine.close`): the fds
+        the final sync of :meth:`close` would ``fdatasync`` (sealed segments not yet synced, the
+        active .log, its .index when entries were written since its last sync; pending index
+        entries are written first), or None when the log is closed or fenced (nothing to
+        vouch for). The caller fdatasyncs them (on any thread; the fds stay open, as long
+        as nothing else runs on this log meanwhile) and passes the outcome to
+        :meth:`close` as ``synced``. Raises OSError when writing the index entries failed."""
+        if self._closed or self._commit.fenced is not None:
+            return None
+        return self._commit.sealed_fds() + self._segments[-1].final_sync_fds()
+
+    def close(self, *, synced: OSError | bool | None = None, mark: bool = True) -> bool:
         """Sync and close files; the object is unusable afterwards (StorageError).
+
+        ``synced``: None, the final sync runs here; True, the caller fdatasynced every fd
+        :meth:`final_sync_fds` returned, just before, and all succeeded; an OSError, one of
+        them failed with it (the log is fenced as if this sync had failed). With ``mark``
+        the clean-shutdown marker is written after a good final sync and its directory
+        synced; without, the caller does both (:mod:`.bulk`). Returns whether the final
+        sync succeeded (then, and only then, the marker may be written).
         Raises SyncFailed when the final sync fails (the files are closed anyway)."""
         if self._closed:
-            return
-        synced = False
+            return False
+        done = False
         try:
             if self._commit.fenced is None:  # a fenced log's unsynced bytes are not vouched for
-                self._commit.sync_inline()  # a failure fences (a round in flight fails too) and raises
-                synced = True
+                if synced is None:
+                    self._commit.sync_inline()  # a failure fences (a round in flight fails too) and raises
+                elif synced is True:
+                    self._commit.synced_by_caller()
+                    self._segments[-1].synced_by_caller()
+                else:  # never retried: the failed fdatasync consumed the error (the next one would pass)
+                    raise self._commit.fence(synced)
+                done = True
         finally:
             if self._reservations is not None:
                 self._reservations.close()  # its spare deleted, the active segment's reserved tail cut
@@ -675,10 +724,11 @@ class LocalPartitionLog:
                 seg.release()
             self._open_sealed.clear()
             self._closed = True
-            self._commit.close(synced)
+            self._commit.close(done)
         # every byte is synced: the next open may not take a bad tail for a torn write
         # (recovery, module doc 8); after a fenced log or a failed sync no marker is left
-        if synced and os.path.isdir(self.directory):
+        if done and mark and os.path.isdir(self.directory):
             fd = os.open(os.path.join(self.directory, CLEAN_SHUTDOWN), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
             os.close(fd)
             fsync_dir(self.directory)
+        return done

@@ -384,6 +384,23 @@ class Segment:
                 self._index.sync()
             self.index_dirty = False
 
+    def final_sync_fds(self) -> list[int]:
+        """The fds :meth:`sync` would fdatasync (the .log; the .index when entries were
+        written since its last sync, its pending entries written first), for a caller that
+        fdatasyncs them itself and then calls :meth:`synced_by_caller`; empty for a sealed
+        or closed segment. Raises OSError (writing the pending index entries)."""
+        if self._fd is None or self.sealed:
+            return []
+        fds = [self._fd]
+        if self.index_dirty and self._index is not None and self._index.fd is not None:
+            self._index.flush()
+            fds.append(self._index.fd)
+        return fds
+
+    def synced_by_caller(self) -> None:
+        """Every fd :meth:`final_sync_fds` returned was fdatasynced successfully."""
+        self.index_dirty = False
+
     def sync_targets(self) -> list[int]:
         """For a group-commit round: a duplicate (``os.dup``) of the .log fd, which the
         caller fdatasyncs and closes; empty for a sealed segment. The .index is left
