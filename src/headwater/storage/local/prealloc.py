@@ -52,7 +52,9 @@ every size check are unchanged (unlike ``posix_fallocate``, which the topic opti
 
 Disk space is bounded twice. Per partition: a window ahead in a segment not made from a
 spare; in one made from a spare, its rest, plus the next spare from the segment's half on
-(1.5 x ``segment_size`` at the most, just before a roll). Per server: a budget
+(1.5 x ``segment_size`` at the most, just before a roll; 2 x for a segment of at most
+``SPARE_LEAD_WINDOWS`` windows, 256 MiB by default, whose spare is asked for at once). Per
+server: a budget
 (``[system] preallocate_budget_bytes``, default 4 GiB) of reserved, unwritten bytes, kept in
 a :class:`Ledger`: after each call the worker sets the file's charge to what ``fstat``
 says it holds past its data (``st_blocks`` x 512 less the size rounded up to 4 KiB), so the
