@@ -97,8 +97,9 @@ class SystemConfig:
     # worker thread before the roll, so no append on the event loop waits for ext4's block
     # allocation (storage/local/prealloc.py). false = off (the files are made at the roll).
     preallocate_next_segment: bool = True
-    # bytes reserved ahead of each written partition's write position (topped up every half of
-    # it), and in its next segment's spare: a partition holds at most two of these unwritten
+    # bytes reserved ahead of the write position in a segment not made from a spare (a
+    # partition's first, the active one after a restart), topped up every half of it; spares
+    # are whole segments, made once the active segment is half written
     preallocate_window_bytes: int = 64 << 20
     # reserved, unwritten bytes all partitions together may hold; partitions past it reserve
     # nothing (as with preallocate_next_segment = false). 0 = reserve nothing

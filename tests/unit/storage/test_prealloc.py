@@ -361,6 +361,9 @@ def windowed(tmp_path):
 
 
 def test_the_active_segment_is_reserved_a_window_ahead_not_to_its_end(tmp_path, windowed):
+    """A segment not made from a spare (the first) is reserved a window ahead, topped up as the
+    appends advance; at half the segment a spare of a whole segment is made, and the segment
+    rolled onto it needs no top-up (its blocks were all reserved where nothing appends)."""
     flusher = windowed
     d = str(tmp_path / "p")
     log = LocalPartitionLog.open(d, big_policy(), flusher)
@@ -376,14 +379,24 @@ def test_the_active_segment_is_reserved_a_window_ahead_not_to_its_end(tmp_path, 
             size = log.segments()[-1].size_bytes
             assert os.path.getsize(first) == size
             assert WINDOW // 2 - MIB <= held(first) <= WINDOW + prealloc.SLACK_BYTES
-        assert spares(d) == []  # 30 MiB written: the rest (34 MiB) is more than four windows
-        written += fill(log, 4)  # 34 MiB: at the check point at 33 the rest is under four windows
+        assert spares(d) == []  # 30 MiB written: not half of the segment yet
+        written += fill(log, 4)  # 34 MiB: the check point at 33 is past half the segment: a spare
         pre.drain()
         spare_log = [p for p in spares(d) if p.endswith(".log" + prealloc.SPARE_SUFFIX)]
         assert len(spare_log) == 1
-        assert WINDOW <= allocated(spare_log[0]) <= WINDOW + prealloc.SLACK_BYTES  # one window, not a segment
-        assert held_in(d) <= 2 * WINDOW + 2 * prealloc.SLACK_BYTES + MIB
+        assert BIG <= allocated(spare_log[0]) <= BIG + prealloc.SLACK_BYTES
+        assert held_in(d) <= WINDOW + BIG + 2 * prealloc.SLACK_BYTES + MIB
         assert pre.ledger.total >= held_in(d) - MIB  # the ledger follows the disk (counted high, not low)
+        written += fill(log, 34)  # rolls at 64 MiB (batches are ~1 MB) onto the spare
+        pre.drain()
+        assert len(log.segments()) == 2 and spares(d) == []
+        reserved = pre.reserved
+        written += fill(log, 12)  # past the new segment's first check point
+        pre.drain()
+        assert pre.reserved == reserved  # no top-up: the spare's whole segment was reserved
+        second = seg_path(d, log.segments()[-1].start_offset)
+        assert held(second) >= BIG - 16 * MIB
+        assert held(first) <= prealloc.SLACK_BYTES  # sealed: released
         assert b"".join(bytes(v) for v in log.read(0, 1 << 40, 1 << 40)) == b"".join(written)
     finally:
         log.close()
@@ -493,12 +506,13 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 
-def simulate(segment_size: int, window: int, spare_reserved: bool, batches: list[int]):
-    """The log's use of first_check / ahead_plan over one active segment, as append() does it
-    (a check point after the append that reaches it; the roll after the append that fills the
-    segment). Yields (position before the append, asked_to then, checks passed, spare asked)."""
+def simulate(segment_size: int, window: int, reserved: int, batches: list[int]):
+    """The log's use of first_check / ahead_plan over one active segment made with ``reserved``
+    bytes reserved (0: not from a spare), as append() does it (a check point after the append
+    that reaches it; the roll after the append that fills the segment). Yields (position before
+    the append, asked_to then, checks passed, spare asked)."""
     w = prealloc.effective_window(segment_size, window)
-    asked = w if spare_reserved else 0
+    asked = reserved
     at = prealloc.first_check(segment_size, window, asked)
     written, checks, spare = 0, 0, False
     for b in batches:
@@ -509,11 +523,12 @@ def simulate(segment_size: int, window: int, spare_reserved: bool, batches: list
         if written >= at:
             reserve_to, at, wants = prealloc.ahead_plan(written, asked, segment_size, window)
             assert reserve_to >= asked and at > written
+            if reserve_to > asked:
+                assert reserve_to - written <= w  # a top-up asks for at most a window ahead
             asked = reserve_to
             checks += 1
             spare = spare or (wants and written < segment_size)
             assert asked <= segment_size  # never past the segment
-            assert asked - written <= w  # never more than a window ahead
             assert asked >= min(segment_size, written + w)  # a whole window ahead (or to the end)
 
 
@@ -521,13 +536,14 @@ segment_sizes = st.integers(min_value=2, max_value=1 << 31)
 
 
 @settings(max_examples=300, deadline=None)
-@given(segment_sizes, st.integers(min_value=1, max_value=1 << 30), st.booleans(), st.data())
+@given(segment_sizes, st.integers(min_value=1, max_value=1 << 30), st.data())
 def test_the_window_keeps_half_of_itself_ahead_of_every_append_and_never_more_than_itself(
-        segment_size, window, spare_reserved, data):
+        segment_size, window, data):
     w = prealloc.effective_window(segment_size, window)
     half = max(w // 2, 1)
+    reserved = data.draw(st.sampled_from([0, segment_size]) | st.integers(0, segment_size), label="reserved")
     batches = data.draw(st.lists(st.integers(min_value=1, max_value=half), min_size=1, max_size=400))
-    for position, asked, checks, _ in simulate(segment_size, window, spare_reserved, batches):
+    for position, asked, checks, _ in simulate(segment_size, window, reserved, batches):
         if checks:  # from the first check point on, an append of up to half a window lands in reserved blocks
             assert asked >= min(segment_size, position + w - half)
 
@@ -536,8 +552,8 @@ def test_the_window_keeps_half_of_itself_ahead_of_every_append_and_never_more_th
 @given(st.integers(min_value=2, max_value=1 << 28), st.integers(min_value=1, max_value=1 << 26), st.booleans(),
        st.integers(min_value=1, max_value=1 << 40))
 def test_the_spare_is_asked_for_before_the_append_that_rolls(segment_size, window, spare_reserved, seed):
-    """With batches of at most half a window, a check point falls within the segment's last
-    SPARE_LEAD_WINDOWS windows before the roll, so the spare is asked for in time."""
+    """With batches of at most half a window, a check point falls within the segment's second
+    half (or its last SPARE_LEAD_WINDOWS windows) before the roll: the spare is asked for in time."""
     import random as _random
 
     w = prealloc.effective_window(segment_size, window)
@@ -550,7 +566,7 @@ def test_the_spare_is_asked_for_before_the_append_that_rolls(segment_size, windo
         total += b
     if total < segment_size:
         return  # too many tiny batches to simulate: nothing to check
-    last = list(simulate(segment_size, window, spare_reserved, batches + [1]))
+    last = list(simulate(segment_size, window, segment_size if spare_reserved else 0, batches + [1]))
     assert last[-1][3], (segment_size, w)
 
 

@@ -22,11 +22,11 @@ rotation and not awaited (inline when no event loop runs); ``sync()`` and
 ``close()`` sync them too. A failed sync fences the log (SyncFailed).
 
 Blocks ahead (:mod:`.prealloc`, unless the topic's ``preallocate_segments``): once the active
-segment holds 8 MiB, a worker thread reserves its blocks a window ahead of its end
-(``fallocate`` keeping the size; 64 MiB by default), topped up every half window; near the
-segment's end it makes the next segment's files with their first window reserved; the roll
-links that spare under the new segment's name when it is ready (never waiting for it). A
-server-wide budget bounds what all logs hold reserved. An append refused with ENOSPC /
+segment is half written, a worker thread makes the next segment's files and reserves their
+blocks (``fallocate`` keeping the size); the roll links that spare under the new segment's
+name when it is ready (never waiting for it). A segment not made that way has its blocks
+reserved a window ahead of its end (64 MiB by default) once it holds 8 MiB, topped up every
+half window. A server-wide budget bounds what all logs hold reserved. An append refused with ENOSPC /
 EDQUOT has every reservation given back and is retried once; a clean close cuts the active
 segment's reserved tail.
 
@@ -62,7 +62,7 @@ from headwater.storage.api import (
 
 from . import compaction
 from .flusher import Flusher, GroupCommit, shared_flusher
-from .prealloc import DISK_FULL, ahead_plan, effective_window, first_check, index_bytes_for
+from .prealloc import DISK_FULL, ahead_plan, first_check, index_bytes_for
 from .recovery import CLEAN_SHUTDOWN, RecoveryReport, recover_partition
 from .retention import segments_to_delete
 from .segment import MIN_BATCH_SIZE, Segment, fsync_dir, unpack_header
@@ -291,8 +291,9 @@ class LocalPartitionLog:
 
     def _ahead(self, active: Segment) -> None:
         """A check point of the active segment (:func:`.prealloc.ahead_plan`): have it reserved
-        off the loop up to a window ahead of its end (never past ``segment_size``), and ask
-        for the next segment's spare once its rest is a few windows; next check half a window on."""
+        off the loop up to a window ahead of its end (never past ``segment_size``; nothing to
+        do in a segment made from a whole spare), and ask for the next segment's spare once it
+        is half written; next check half a window on."""
         r = self._reservations
         if r is None:
             self._ahead_at = 1 << 62
@@ -307,9 +308,8 @@ class LocalPartitionLog:
             except OSError:
                 fds = []
             r.reserve_active(list(zip(fds, (reserve_to, index_bytes_for(reserve_to, interval)))))
-        if spare:
-            window = effective_window(size, r.window)
-            r.want_spare(window, index_bytes_for(window, interval))
+        if spare:  # a whole segment: reserved where nothing appends (.prealloc says why)
+            r.want_spare(size, index_bytes_for(size, interval))
 
     def _trim_active(self) -> None:
         """Free the blocks reserved past the active segment's end (:meth:`.prealloc.Preallocator.release_all`)."""

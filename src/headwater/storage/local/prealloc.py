@@ -13,26 +13,32 @@ its writeback allocates nothing (only converts the extent), so that wait is gone
 allocates under it: run on the file being appended to, it would only move the wait. So the
 blocks are reserved in a file nothing appends to yet:
 
-* **A window ahead of the write position**: once the active segment holds
-  ``ACTIVE_AFTER_BYTES`` (or half of ``segment_size`` when that is less), the log has the
-  worker reserve its next ``window`` bytes (``[system] preallocate_window_bytes``, default
-  64 MiB, never past ``segment_size``), and again every half window appended, topping the
-  reservation back up to a window ahead (:func:`ahead_plan`). These calls run beside the
-  appends (an append into that file may wait for one call's allocation): with the window
-  ahead, the blocks an append writes into were reserved half a window earlier.
-* **The spare**: once the rest of the active segment is at most ``SPARE_LEAD_WINDOWS``
-  windows (and at least at the first point above), the log asks for the next segment's files
-  (:meth:`Reservations.want_spare`). The worker creates ``spare-<n>.log.staging`` and
-  ``spare-<n>.index.staging`` in the partition directory and reserves the first window of
-  the ``.log`` (and the index entries that window needs, 24 bytes per
-  ``index_interval_bytes``) with ``FALLOC_FL_KEEP_SIZE``: the file size stays 0, so a spare
-  holds no data, and recovery sweeps a leftover one like any ``*.staging`` file. At the
-  roll the loop takes it (:meth:`Reservations.take_spare`) when it is ready and links it
-  under the new segment's name and opens it (``os.link``, ``os.open``, then ``os.unlink``:
-  metadata only, no inode to allocate; a published spare holds no fd, so spares never use
-  up the fds partitions need near ``RLIMIT_NOFILE``); when it is not ready the loop creates
-  the segment itself, as before. The loop never waits for the worker. So a new segment
-  starts with a window reserved, made where nothing appends.
+* **The spare**: once the active segment is half written (or its rest is at most
+  ``SPARE_LEAD_WINDOWS`` windows, for small segments; checked at the points below), the
+  log asks for the next segment's files (:meth:`Reservations.want_spare`). The worker
+  creates ``spare-<n>.log.staging`` and ``spare-<n>.index.staging`` in the partition
+  directory and reserves ``segment_size`` bytes of the ``.log`` (and the index entries a
+  full segment needs, 24 bytes per ``index_interval_bytes``) with ``FALLOC_FL_KEEP_SIZE``:
+  the file size stays 0, so a spare holds no data, and recovery sweeps a leftover one like
+  any ``*.staging`` file. At the roll the loop takes it (:meth:`Reservations.take_spare`)
+  when it is ready and links it under the new segment's name and opens it (``os.link``,
+  ``os.open``, then ``os.unlink``: metadata only, no inode to allocate; a published spare
+  holds no fd, so spares never use up the fds partitions need near ``RLIMIT_NOFILE``); when
+  it is not ready the loop creates the segment itself, as before. The loop never waits for
+  the worker. The whole segment is reserved there because that is the only place where
+  the reservation does not contend with the appends: session 12 tried a spare of one window
+  topped up in the active segment, and under disk load the loop's ``pwrite`` waited for the
+  top-ups' ``fallocate`` (up to 195 ms; docs/benchmarks.md "Ack stalls: the bounded window
+  (session 12)").
+* **A window ahead in a segment not made from a spare** (a partition's first, the active
+  one after a restart or a truncation, a roll that came before the spare was ready, a
+  spare the budget did not fit): once it holds ``ACTIVE_AFTER_BYTES`` (or half of
+  ``segment_size`` when that is less), the worker reserves its next ``window`` bytes
+  (``[system] preallocate_window_bytes``, default 64 MiB, never past ``segment_size``), and
+  again every half window appended, topping the reservation back up to a window ahead
+  (:func:`ahead_plan`). These calls run beside the appends (an append into that file may
+  wait for one call's allocation, as it could for session 11's one reservation of such a
+  segment's whole rest), so a partition written a little holds a window, not a segment.
 * **Sealed segments keep nothing past their end**: a segment sealed with reserved blocks
   past its size (a time-based roll, a truncation, the window's rest) has them released by
   the worker (``ftruncate`` to its size on a duplicate fd; ext4 frees blocks past the end
@@ -44,8 +50,11 @@ blocks are reserved in a file nothing appends to yet:
 every size check are unchanged (unlike ``posix_fallocate``, which the topic option
 ``preallocate_segments`` uses: it extends the file with zeros, on the loop).
 
-Disk space is bounded twice. Per partition: at most a window ahead in the active segment
-and a window in the spare (plus their index entries). Per server: a budget
+Disk space is bounded twice. Per partition: a window ahead in a segment not made from a
+spare; in one made from a spare, its rest, plus the next spare from the segment's half on
+(1.5 x ``segment_size`` at the most, just before a roll; 2 x for a segment of at most
+``SPARE_LEAD_WINDOWS`` windows, 256 MiB by default, whose spare is asked for at once). Per
+server: a budget
 (``[system] preallocate_budget_bytes``, default 4 GiB) of reserved, unwritten bytes, kept in
 a :class:`Ledger`: after each call the worker sets the file's charge to what ``fstat``
 says it holds past its data (``st_blocks`` x 512 less the size rounded up to 4 KiB), so the
@@ -106,7 +115,8 @@ position, and in a spare."""
 DEFAULT_BUDGET_BYTES = 4 << 30
 """``[system] preallocate_budget_bytes``: reserved, unwritten bytes the whole server may hold."""
 SPARE_LEAD_WINDOWS = 4
-"""The spare is asked for once the active segment's rest is at most this many windows."""
+"""The spare is asked for once the active segment is half written, or sooner once its rest is
+at most this many windows (small segments)."""
 MIN_FREE_BYTES = 1 << 30
 MIN_FREE_SHARE = 20
 """Reserve only while at least max(``MIN_FREE_BYTES``, 1/``MIN_FREE_SHARE`` of the filesystem)
@@ -217,11 +227,11 @@ def ahead_plan(written: int, asked_to: int, segment_size: int, window: int) -> t
     next_check, spare)``: ask for the ``.log`` to be reserved up to ``reserve_to`` when it is
     above ``asked_to`` (a window ahead of ``written``, never past ``segment_size``); run again
     once the segment holds ``next_check`` bytes (half a window on); ask for the spare when
-    ``spare`` (the segment's rest is at most ``SPARE_LEAD_WINDOWS`` windows)."""
+    ``spare`` (the segment's rest is at most half of it, or ``SPARE_LEAD_WINDOWS`` windows)."""
     w = effective_window(segment_size, window)
     reserve_to = max(asked_to, min(segment_size, written + w))
     next_check = written + max(w // 2, 1)
-    spare = segment_size - written <= SPARE_LEAD_WINDOWS * w
+    spare = segment_size - written <= max(segment_size // 2, SPARE_LEAD_WINDOWS * w)
     return reserve_to, next_check, spare
 
 
