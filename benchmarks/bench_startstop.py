@@ -169,7 +169,7 @@ def main() -> None:
         if busy is not None:
             os.killpg(busy.pid, signal.SIGTERM)
             busy.wait()
-        if not args.keep and not args.data_dir:
+        if not args.keep:  # (a --data-dir given lives elsewhere and stays)
             shutil.rmtree(root, ignore_errors=True)
 
 
