@@ -1,7 +1,7 @@
 """Start and stop time of a real server over a data directory holding many partitions.
 
 Usage: ``python benchmarks/bench_startstop.py [--partitions 2000] [--rounds 3]
-[--busy none|dd|fsync] [--server-python PY ...] [--data-dir DIR]``
+[--busy none|dd|fsync] [--evict] [--server-python PY ...] [--data-dir DIR]``
 
 Setup (once, with the first server interpreter): a server on a fresh data directory
 gets one stream and ``--partitions`` partitions in topics of at most 1000 (the
@@ -16,6 +16,8 @@ then SIGTERM is sent and *stop* is the wall time from the signal to the exit.
 ``--busy``: another process keeps the disk busy for the whole measurement:
 ``dd`` writes 2000 MiB with ``oflag=direct`` in a loop to a file beside the data
 directory; ``fsync`` writes 1 MiB and fsyncs it in a loop (a journal commit each).
+``--evict``: the data files' pages are dropped from the page cache before each start
+(``posix_fadvise(POSIX_FADV_DONTNEED)``), so recovery reads them from the disk.
 Prints one line per run and the median of each server's starts and stops.
 """
 
@@ -123,6 +125,21 @@ def _busy(kind: str, directory: str) -> subprocess.Popen | None:
     return subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
 
 
+def _evict(data_dir: str) -> None:
+    """Drop the data files' pages from the page cache (``POSIX_FADV_DONTNEED``, clean pages
+    only): the next start reads them from the disk, as after a reboot (directories stay cached)."""
+    for root, _, files in os.walk(data_dir):
+        for name in files:
+            try:
+                fd = os.open(os.path.join(root, name), os.O_RDONLY)
+            except OSError:
+                continue
+            try:
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--partitions", type=int, default=2000)
@@ -131,6 +148,7 @@ def main() -> None:
     ap.add_argument("--server-python", action="append", help="interpreter(s) to run the server with (A/B)")
     ap.add_argument("--data-dir", help="reuse (or make) this data directory; default: a temporary one")
     ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    ap.add_argument("--evict", action="store_true", help="drop the data files from the page cache before each start")
     args = ap.parse_args()
     pythons = args.server_python or [sys.executable]
     root = tempfile.mkdtemp(prefix="bench-startstop-", dir="/work" if os.path.isdir("/work") else None)
@@ -152,6 +170,8 @@ def main() -> None:
         for r in range(args.rounds):
             for i, py in enumerate(pythons):
                 s = Server(py, data_dir, os.path.join(root, f"server-{i}.log"))
+                if args.evict:
+                    _evict(data_dir)
                 start = s.start()
                 time.sleep(0.5)
                 stop = s.stop()
@@ -169,7 +189,7 @@ def main() -> None:
         if busy is not None:
             os.killpg(busy.pid, signal.SIGTERM)
             busy.wait()
-        if not args.keep and not args.data_dir:
+        if not args.keep:  # (a --data-dir given lives elsewhere and stays)
             shutil.rmtree(root, ignore_errors=True)
 
 

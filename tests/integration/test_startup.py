@@ -372,6 +372,24 @@ def test_http_address_taken_is_one_line(tmp_path):
 # --------------------------------------------------------------------------- interrupted
 
 
+def _sigint_once(cmd: list[str], env: dict, ready) -> subprocess.Popen:
+    """Run ``cmd``, poll ``ready(pid)`` (bounded) until it holds or the process exits, send
+    SIGINT, and wait; returns the finished process with ``out`` / ``err`` attributes."""
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        for _ in range(200_000):
+            if p.poll() is not None or ready(p.pid):
+                break
+            time.sleep(0.0002)
+        p.send_signal(signal.SIGINT)
+        p.out, p.err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    return p
+
+
 def test_sigint_while_the_data_directory_opens_is_one_line_exit_130_and_the_next_start_works(tmp_path):
     # SIGINT as soon as the lock file names the server: the lock is taken, the listeners
     # are being bound or the data directory opened, the server has not taken SIGINT over
@@ -380,23 +398,14 @@ def test_sigint_while_the_data_directory_opens_is_one_line_exit_130_and_the_next
     cmd = [sys.executable, "-m", "headwater", "serve", "--data-dir", str(data_dir),
            "--tcp-address", "127.0.0.1:0", "--kafka-address", "127.0.0.1:0", *OTHER_LISTENERS,
            "--with-default-root-credentials"]
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    try:
-        for _ in range(60_000):  # bounded: the server writes its PID or exits
-            if p.poll() is not None:
-                break
-            try:
-                if (data_dir / ".lock").read_text().strip():
-                    break
-            except OSError:
-                pass
-            time.sleep(0.001)
-        p.send_signal(signal.SIGINT)
-        out, err = p.communicate(timeout=60)
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
+    def locked(_pid: int) -> bool:
+        try:
+            return bool((data_dir / ".lock").read_text().strip())
+        except OSError:
+            return False
+
+    p = _sigint_once(cmd, env, locked)
+    out, err = p.out, p.err
     lines = err.strip().splitlines()
     if p.returncode == 0 and "headwater started" in err:
         pytest.skip("the start finished before SIGINT arrived (then SIGINT stops it cleanly)")
@@ -408,3 +417,26 @@ def test_sigint_while_the_data_directory_opens_is_one_line_exit_130_and_the_next
         assert can_login(server, "iggy", "iggy")
     finally:
         server.stop()
+
+
+def test_sigint_while_the_modules_import_is_one_line_exit_130(tmp_path):
+    # SIGINT once the process has mapped its first compiled module of ours (the storage's
+    # or the codec's .so): the command's modules are being imported, nothing handles SIGINT
+    # yet but the entry point (headwater.__main__.run)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HEADWATER_")}
+    cmd = [sys.executable, "-m", "headwater", "serve", "--data-dir", str(tmp_path / "data"),
+           "--tcp-address", "127.0.0.1:0", "--kafka-address", "127.0.0.1:0", *OTHER_LISTENERS]
+    def importing(pid: int) -> bool:
+        try:
+            maps = open(f"/proc/{pid}/maps").read()
+        except OSError:
+            return True  # gone: nothing to wait for
+        return any("/headwater/" in line and line.endswith(".so") for line in maps.splitlines())
+
+    p = _sigint_once(cmd, env, importing)
+    out, err = p.out, p.err
+    if p.returncode == 0 and "headwater started" in err:
+        pytest.skip("the start finished before SIGINT arrived (then SIGINT stops it cleanly)")
+    assert p.returncode == 130, err
+    assert "Traceback" not in out + err and "Aborted" not in err, err
+    assert err.strip().splitlines()[-1] == "headwater: start-up interrupted (SIGINT); nothing was served", err

@@ -9,6 +9,7 @@ from typing import NoReturn
 import click
 
 from .. import __version__
+from ..__main__ import INTERRUPTED_START
 from . import identity, inspect_cmd, messaging, offline, render, resources
 from .common import EXIT_CODES_HELP, Obj, RootGroup
 
@@ -111,11 +112,11 @@ def serve(config_path, data_dir, tcp_address, kafka_address, http_address, quic_
               "websocket.address": websocket_address, "logging.level": log_level}
     sources: dict[str, str] = {}
     try:
-        cfg = load(config_path, overrides=values, flag_names=_FLAGS, sources=sources)
-    except ConfigError as e:
-        _cannot_start(e.option, e.problem, 2)
-    logs.setup(cfg.logging.level, cfg.logging.format)
-    try:
+        try:
+            cfg = load(config_path, overrides=values, flag_names=_FLAGS, sources=sources)
+        except ConfigError as e:
+            _cannot_start(e.option, e.problem, 2)
+        logs.setup(cfg.logging.level, cfg.logging.format)
         app.run(cfg, fresh=fresh, default_root=with_default_root_credentials, sources=sources)
     except app.StartupError as e:
         _cannot_start(_named(e.option, sources), e.problem, 2 if e.bad_value else 1)
@@ -124,9 +125,10 @@ def serve(config_path, data_dir, tcp_address, kafka_address, http_address, quic_
         # refusing to start is right, a traceback is not
         _cannot_start(sources.get("system.data_dir", "system.data_dir"), str(e), 1)
     except KeyboardInterrupt:
-        # SIGINT before the server took it over (while the data directory opens): what
-        # started was stopped on the way out; say so in one line, as a shell expects (130)
-        click.echo("headwater: start-up interrupted (SIGINT); nothing was served", err=True)
+        # SIGINT before the server took it over (while the configuration loads or the data
+        # directory opens): what started was stopped on the way out; say so in one line, as
+        # a shell expects (130)
+        click.echo(INTERRUPTED_START, err=True)
         sys.exit(130)
 
 

@@ -171,7 +171,8 @@ class Broker:
         total = sum(len(parts) for _, parts in to_open)
         t0 = last = time.monotonic()
         done = 0
-        with self.engine.opening_many():
+        order = [(t.stream_id, t.id, pid) for t, parts in to_open for pid in sorted(int(p) for p in parts)]
+        with self.engine.opening_many(order):
             for topic, parts in to_open:
                 pids = sorted(int(p) for p in parts)
                 for pid in pids:

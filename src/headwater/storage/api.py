@@ -299,11 +299,13 @@ class StorageEngine(Protocol):
         left as they are), StorageError or OSError when the files cannot be made.
         """
 
-    def opening_many(self) -> ContextManager[None]:
+    def opening_many(self, partitions: Iterable[tuple[int, int, int]] = ()) -> ContextManager[None]:
         """A block that opens many partitions (boot): durability work each open would do
         on its own (the local engine: syncing the removal of a clean-shutdown marker) may
         be done once for all of them on exit, before any log opened inside is written
-        (a log written earlier does it itself first). Raises what that work raises."""
+        (a log written earlier does it itself first). ``partitions``: the (stream, topic,
+        partition) ids to be opened, in order, a hint (the local engine reads their files
+        ahead on threads). Raises what that work raises."""
 
     def delete_partition(self, stream_id: int, topic_id: int, partition_id: int) -> None: ...
 

@@ -98,8 +98,7 @@ def test_a_failed_final_sync_leaves_no_marker_and_the_close_still_closes_the_res
         with pytest.raises(StorageError, match="Input/output error|No space") as failure:
             engine.close()
         # a log whose final fdatasync failed is fenced (that sync is never retried: the error
-        # is reported once) and gets no marker; the directory is not left locked
+        # is reported once) and gets no marker
         failed = [p for p in (0, 1) if engine.partition_dir(0, 0, p) + ":" in str(failure.value)]
         assert failed, str(failure.value)
         assert not any(_marker(engine, p) for p in failed)
-        LocalEngine(str(mnt / "data")).close()

@@ -136,3 +136,52 @@ def create_files(paths: Sequence[str]) -> list[OSError | None]:
         return None
 
     return _pool_map(create, paths)
+
+
+PREFETCH_TAIL_BYTES = 1 << 20
+"""Bytes at the end of each segment's .log asked to be read ahead (recovery re-walks the tail)."""
+
+
+class Prefetch:
+    """Warm the page cache for the recovery of ``directories`` ahead of a caller opening them
+    one after another in the same order: up to :data:`THREADS` threads list each directory
+    and ask the kernel to read ahead (``posix_fadvise(POSIX_FADV_WILLNEED)``) its segments'
+    ``.index`` files and the last :data:`PREFETCH_TAIL_BYTES` of their ``.log`` files. On a
+    cold cache recovery's reads otherwise wait for the disk one partition after another.
+    Only advice: nothing is written, errors are ignored, and a directory the caller reaches
+    first is simply read by it. :meth:`close` stops what has not started and waits for the rest."""
+
+    def __init__(self, directories: Sequence[str]):
+        self._pool = None
+        if len(directories) > 1 and hasattr(os, "posix_fadvise"):
+            self._pool = ThreadPoolExecutor(max_workers=THREADS, thread_name_prefix="headwater-prefetch")
+            for d in directories:
+                self._pool.submit(_warm, d)
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+
+def _warm(directory: str) -> None:
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return
+    for name in names:
+        is_index = name.endswith(".index")
+        if not is_index and not name.endswith(".log"):
+            continue
+        try:
+            fd = os.open(os.path.join(directory, name), os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            size = os.fstat(fd).st_size
+            start = 0 if is_index else max(0, size - PREFETCH_TAIL_BYTES)
+            os.posix_fadvise(fd, start, size - start, os.POSIX_FADV_WILLNEED)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)

@@ -187,22 +187,26 @@ class LocalEngine:
         return log
 
     @contextlib.contextmanager
-    def opening_many(self) -> Iterator[None]:
+    def opening_many(self, partitions: Iterable[tuple[int, int, int]] = ()) -> Iterator[None]:
         """Open many partitions (at boot): inside, :meth:`open_partition` leaves the sync of
         each removed clean-shutdown marker for the exit, where the directories of all of
         them are synced together (:func:`.bulk.sync_directories`: one ``syncfs`` per
         filesystem, or directory fsyncs on a pool of threads), instead of one directory
         fsync per partition. No log is written meanwhile (a log's own append would sync
-        its directory first). Raises OSError from the sync (on exit, also after an error
-        inside: a log opened is left in a state an append makes safe again)."""
+        its directory first). ``partitions``: the (stream, topic, partition) ids about to be
+        opened, in that order; their files are read ahead on threads (:class:`.bulk.Prefetch`).
+        Raises OSError from the sync (on exit, also after an error inside: a log opened is
+        left in a state an append makes safe again)."""
         self._check_open()
         if self._deferred is not None:  # nested: the outer exit syncs
             yield
             return
         self._deferred = []
+        prefetch = bulk.Prefetch([self.partition_dir(*key) for key in partitions])
         try:
             yield
         finally:
+            prefetch.close()
             pending, self._deferred = self._deferred, None
             pending = [log for log in pending if log.marker_removal_pending]
             if pending:

@@ -389,7 +389,8 @@ class LocalPartitionLog:
             for fd in held:
                 os.close(fd)
             if exc.errno in (errno.EMFILE, errno.ENFILE):  # its dup: no fd free; nothing failed on
-                raise  # disk, the segment stays active and the next append rolls again
+                # disk, the segment stays active and the next append (or roll_if_due) rolls again
+                raise StorageError(f"{active.log_path}: roll put off: {exc.strerror}") from exc
             raise self._commit.fence(exc) from exc
         if held:
             size = active.size
@@ -727,6 +728,8 @@ class LocalPartitionLog:
             self._commit.close(done)
         # every byte is synced: the next open may not take a bad tail for a torn write
         # (recovery, module doc 8); after a fenced log or a failed sync no marker is left
+        # (nor when a round that returned meanwhile failed: the close above settled it)
+        done = done and self._commit.fenced is None
         if done and mark and os.path.isdir(self.directory):
             fd = os.open(os.path.join(self.directory, CLEAN_SHUTDOWN), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
             os.close(fd)
