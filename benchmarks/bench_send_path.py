@@ -27,7 +27,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
 CHILD = r"""
 import asyncio, json, os, sys, time
@@ -101,7 +100,6 @@ def main() -> None:
     for python, times in results.items():
         print(f"all rounds: {python}: min {min(times) * 1e6:.1f} µs, median {statistics.median(times) * 1e6:.1f} µs "
               f"per request ({len(times)} chunks)")
-    time.sleep(0)
 
 
 if __name__ == "__main__":
