@@ -216,7 +216,8 @@ class LocalPartitionLog:
         failed; the log is as before the call), WritesFenced (see the module doc)
         or SyncFailed (a failed sync fenced the log).
         """
-        self._check_open()
+        if self._closed:
+            self._check_open()
         self._commit.check()
         if self.marker_removal_pending:  # never left so by the engine: it syncs right after opening
             fsync_dir(self.directory)
