@@ -197,7 +197,8 @@ class LocalPartitionLog:
         failed; the log is as before the call), WritesFenced (see the module doc)
         or SyncFailed (a failed sync fenced the log).
         """
-        self._check_open()
+        if self._closed:
+            self._check_open()
         self._commit.check()
         length = len(batch)
         if length < MIN_BATCH_SIZE:
