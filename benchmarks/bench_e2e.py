@@ -26,11 +26,7 @@ import sys
 import tempfile
 import time
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from ports import free_port  # noqa: E402  (a sibling module: benchmarks run as scripts)
 
 
 def start_server(data: str, tcp: int, kafka: int) -> subprocess.Popen:

@@ -16,18 +16,13 @@ import asyncio
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from ports import free_port  # noqa: E402  (a sibling module: benchmarks run as scripts)
 
 
 def start_server(data: str, http: int) -> subprocess.Popen:

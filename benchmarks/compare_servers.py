@@ -17,13 +17,9 @@ import sys
 import time
 from pathlib import Path
 
+from ports import free_port  # noqa: E402  (a sibling module: benchmarks run as scripts)
+
 _TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def cpu_seconds(pid: int | None) -> float | None:

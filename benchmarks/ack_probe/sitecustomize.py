@@ -146,6 +146,12 @@ if _OUT:
         _timed(wb_mod.WriteBehind, "add", "writebehind.add")
         _timed(wb_mod.WriteBehind, "_run", "writebehind._run")
         _timed(flusher_mod, "fdatasync_all", "flusher.fdatasync_all")
+        try:  # the preallocating worker's fallocate calls (session 11 on)
+            from headwater.storage.local import prealloc as prealloc_mod
+        except ImportError:
+            prealloc_mod = None
+        if prealloc_mod is not None:
+            _timed(prealloc_mod, "reserve", "prealloc.reserve")
 
         chunk = os.environ.get("HW_ACK_PROBE_CHUNK_BYTES")  # an experiment: write-behind's hand-over step
         if chunk:

@@ -361,7 +361,9 @@ def open_broker(config: Config, lock: EngineLock, *, fresh: bool = False) -> Bro
             lock.empty()
         engine = open_engine(config.system.data_dir, lock=lock,
                              write_behind_cache_bytes=config.system.write_behind_cache_bytes,
-                             preallocate=config.system.preallocate_next_segment)
+                             preallocate=config.system.preallocate_next_segment,
+                             preallocate_window_bytes=config.system.preallocate_window_bytes,
+                             preallocate_budget_bytes=config.system.preallocate_budget_bytes)
         return Broker(engine, validate_checksum=config.system.validate_checksum,
                       transaction_max_timeout_ms=config.kafka.transaction_max_timeout_ms,
                       transactional_id_expiration_ms=config.kafka.transactional_id_expiration_ms)

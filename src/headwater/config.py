@@ -97,6 +97,13 @@ class SystemConfig:
     # worker thread before the roll, so no append on the event loop waits for ext4's block
     # allocation (storage/local/prealloc.py). false = off (the files are made at the roll).
     preallocate_next_segment: bool = True
+    # bytes reserved ahead of the write position in a segment not made from a spare (a
+    # partition's first, the active one after a restart), topped up every half of it; spares
+    # are whole segments, made once the active segment is half written
+    preallocate_window_bytes: int = 64 << 20
+    # reserved, unwritten bytes all partitions together may hold; partitions past it reserve
+    # nothing (as with preallocate_next_segment = false). 0 = reserve nothing
+    preallocate_budget_bytes: int = 4 << 30
 
 
 @dataclass(frozen=True)
@@ -305,6 +312,7 @@ _HOSTNAME_LABEL = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)")
 _MINIMUM = {
     "system.retention_interval_s": 0.001,
     "system.token_cleaner_interval_s": 0.001,
+    "system.preallocate_window_bytes": 4096,  # one block
     "compaction.interval_s": 0.001,
     "compaction.max_dirty_bytes": 1,
     "tcp.max_frame_size": 256,  # one Iggy header

@@ -125,3 +125,73 @@ def test_preallocate_next_segment_false_makes_no_spare_and_reserves_nothing(tmp_
         assert values.get("headwater_prealloc_reserved_bytes_total", 0) == 0, values
     finally:
         server.stop()
+
+
+def held_past_data(paths: list[str]) -> int:
+    return sum(prealloc.held_past_data(os.stat(p)) for p in paths)
+
+
+@pytest.mark.skipif(not prealloc.available(), reason="needs Linux fallocate(2)")
+def test_the_window_and_the_budget_bound_the_disk_held_and_a_clean_stop_gives_it_back(tmp_path):
+    """A server with a 4 MiB window and a 12 MiB budget (set through the environment); six
+    partitions of 64 MiB segments written ~10 MB each would want 24 MiB reserved: what their
+    files hold past their data stays within the budget (/metrics says so, and counts the
+    reservations left out), every message polls back, and a clean stop leaves nothing
+    reserved on any file."""
+    from hw_server import ServerProcess, free_port
+
+    window, budget = 4 * MIB, 12 * MIB
+    server = ServerProcess(tmp_path / "data", free_port(), free_port(),
+                           extra_env={"HEADWATER_SYSTEM_PREALLOCATE_WINDOW_BYTES": str(window),
+                                      "HEADWATER_SYSTEM_PREALLOCATE_BUDGET_BYTES": str(budget)}).start()
+    if prealloc.memory_backed(str(server.data_dir)):
+        server.stop()
+        pytest.skip("the data directory is on tmpfs: nothing is reserved there")
+    options = dict(OPTIONS, segment_size=str(64 * MIB))
+    payloads = [os.urandom(1000) for _ in range(200)]
+    try:
+        async def produce() -> None:
+            c = await client(server)
+            await c.create_stream("pa")
+            await c.create_topic("pa", "t", 6, options=options)
+            for _ in range(50):  # 50 x 200 x ~1 KB: ~10 MB a partition, past the 8 MiB check point
+                for partition in range(6):
+                    await c.send_messages("pa", "t", partition, [ig.SendMessage(p) for p in payloads])
+
+        asyncio.run(produce())
+        logs = partition_files(server, "*.log")
+        assert len(logs) == 6
+        deadline = time.monotonic() + 30  # the worker's reservations run after the sends: wait (bounded)
+        while time.monotonic() < deadline:
+            values = metric_values(server)
+            if values.get("headwater_prealloc_over_budget_total", 0) > 0 and values["headwater_prealloc_held_bytes"] > 0:
+                break
+            time.sleep(0.1)
+        assert values["headwater_prealloc_budget_bytes"] == budget, values
+        assert 0 < values["headwater_prealloc_held_bytes"] <= budget, values
+        assert values["headwater_prealloc_over_budget_total"] > 0, values
+        assert values["headwater_prealloc_errors_total"] == 0, values
+        files = partition_files(server, "*")
+        assert held_past_data([p for p in files if os.path.isfile(p)]) <= budget + len(files) * prealloc.SLACK_BYTES
+        assert partition_files(server, prealloc.SPARE_PREFIX + "*") == []  # 10 of 64 MiB: no spare yet
+
+        async def check() -> None:
+            c = await client(server)
+            for partition in range(6):
+                got: list[bytes] = []
+                while len(got) < 50 * len(payloads):
+                    batch = await c.poll_messages("pa", "t", consumer=ig.Consumer.Single("r"),
+                                                  polling_strategy=ig.PollingStrategy.Offset(len(got)),
+                                                  count=1000, auto_commit=False, partition_id=partition)
+                    assert batch
+                    got += [m.payload() for m in batch]
+                assert got == payloads * 50
+
+        asyncio.run(check())
+        assert server.stop() == 0, server.log()
+        files = [p for p in partition_files(server, "*") if os.path.isfile(p)]
+        for path in files:  # a clean stop: the active segments' reserved tails were cut
+            assert prealloc.held_past_data(os.stat(path)) <= prealloc.SLACK_BYTES, path
+    finally:
+        if server.proc is not None:
+            server.stop()

@@ -276,3 +276,22 @@ def test_http_credentials_with_explicit_origins_are_accepted():
     cfg = load(env={"HEADWATER_HTTP_CORS_ALLOW_CREDENTIALS": "true",
                     "HEADWATER_HTTP_CORS_ALLOWED_ORIGINS": "https://app.example"})
     assert cfg.http.cors_allow_credentials and cfg.http.jwt_algorithm == "HS256"
+
+
+def test_the_preallocation_bound_keys(tmp_path):
+    """[system] preallocate_window_bytes / preallocate_budget_bytes: defaults (64 MiB, 4 GiB),
+    from the file and the environment; a window below one 4 KiB block or a negative budget
+    is refused naming the key; a budget of 0 (reserve nothing) is allowed."""
+    cfg = load(env={})
+    assert (cfg.system.preallocate_window_bytes, cfg.system.preallocate_budget_bytes) == (64 << 20, 4 << 30)
+    f = tmp_path / "c.toml"
+    f.write_text("[system]\npreallocate_window_bytes = 16777216\npreallocate_budget_bytes = 0\n")
+    cfg = load(str(f), env={})
+    assert (cfg.system.preallocate_window_bytes, cfg.system.preallocate_budget_bytes) == (16 << 20, 0)
+    cfg = load(env={"HEADWATER_SYSTEM_PREALLOCATE_WINDOW_BYTES": "8388608",
+                    "HEADWATER_SYSTEM_PREALLOCATE_BUDGET_BYTES": "1073741824"})
+    assert (cfg.system.preallocate_window_bytes, cfg.system.preallocate_budget_bytes) == (8 << 20, 1 << 30)
+    with pytest.raises(ConfigError, match="HEADWATER_SYSTEM_PREALLOCATE_WINDOW_BYTES.*minimum 4096"):
+        load(env={"HEADWATER_SYSTEM_PREALLOCATE_WINDOW_BYTES": "100"})
+    with pytest.raises(ConfigError, match="HEADWATER_SYSTEM_PREALLOCATE_BUDGET_BYTES"):
+        load(env={"HEADWATER_SYSTEM_PREALLOCATE_BUDGET_BYTES": "-1"})

@@ -357,6 +357,7 @@ _verify_frames = _py_verify_frames
 _verify_frames_any_delta = _py_verify_frames_any_delta
 _walk = _py_walk
 _span = _py_span
+_verify_and_stamp = None  # compiled: _batch_c.verify_and_stamp (None: the reference alone)
 
 
 def use_implementation(name: str) -> str:
@@ -364,7 +365,7 @@ def use_implementation(name: str) -> str:
     previous choice. For the differential tests, the fuzzer and the benchmarks: the
     server picks once, at import. Raises ValueError for ``"compiled"`` when the
     extension is not available (not built, or disabled by HEADWATER_NO_EXTENSIONS=1)."""
-    global _verify_frames, _verify_frames_any_delta, _walk, _span
+    global _verify_frames, _verify_frames_any_delta, _walk, _span, _verify_and_stamp
     previous = implementation()
     if name == "compiled":
         if _compiled is None:
@@ -372,9 +373,11 @@ def use_implementation(name: str) -> str:
         c = _compiled
         _verify_frames, _verify_frames_any_delta = c.verify_frames, c.verify_frames_any_delta
         _walk, _span = c.walk, c.span
+        _verify_and_stamp = c.verify_and_stamp
     elif name == "python":
         _verify_frames, _verify_frames_any_delta = _py_verify_frames, _py_verify_frames_any_delta
         _walk, _span = _py_walk, _py_span
+        _verify_and_stamp = None
     else:
         raise ValueError(f"unknown implementation {name!r}: 'compiled' or 'python'")
     return previous
@@ -804,8 +807,29 @@ def verify_and_stamp(
     """:func:`verify_batch` then :func:`stamp` with one frame walk; returns the stamped header.
 
     Raises whatever :func:`verify_batch` raises (the batch is then left
-    untouched), and ``TypeError`` for a read-only buffer.
+    untouched), ``TypeError`` for a read-only buffer and ``struct.error`` for a
+    stamp outside u64 (nothing written). With the compiled walks in use, one call
+    of ``_batch_c.verify_and_stamp`` does it all (the send path's whole admission);
+    anything it does not accept goes to the reference below, which raises the
+    precise error.
     """
+    compiled = _verify_and_stamp
+    if compiled is not None:
+        fields = compiled(batch, partition_id, base_offset, base_timestamp, check_offset_deltas)
+        if fields is not None:
+            return _new_tuple(BatchHeader, fields)
+    return _py_verify_and_stamp(batch, partition_id, base_offset, base_timestamp, check_offset_deltas)
+
+
+def _py_verify_and_stamp(
+    batch: bytearray | memoryview,
+    partition_id: int,
+    base_offset: int,
+    base_timestamp: int,
+    check_offset_deltas: bool,
+) -> BatchHeader:
+    """The reference of :func:`verify_and_stamp` (the specification of
+    ``_batch_c.verify_and_stamp``): :func:`verify_batch`, then the stamp."""
     mv = _byte_view(batch)
     if mv.readonly:
         raise TypeError("stamp needs a writable buffer (bytearray or writable memoryview)")

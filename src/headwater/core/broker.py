@@ -697,7 +697,9 @@ class Broker:
         except OSError as e:  # a sync after the write (the batch itself was written whole)
             where = f"partition {partition.stream_id}/{partition.topic_id}/{partition.id}"
             raise self._append_failed(f"{where}: sync after the append failed: {e}", False) from e
-        self.health.write_succeeded()
+        health = self.health
+        if health.error is not None:  # (write_succeeded: ends a failing episode, else nothing)
+            health.write_succeeded()
         if written.durable is not None:
             written = written._replace(durable=asyncio.ensure_future(self._durable(partition, written.durable)))
         return written

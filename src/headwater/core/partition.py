@@ -35,6 +35,9 @@ class Appended(NamedTuple):
     duplicate: bool = False
 
 
+_new_tuple = tuple.__new__  # an Appended without its Python-level __new__ (the send path makes one per batch)
+
+
 class RefusingLog:
     """Stands in for a partition log storage refused to open (a fenced partition).
 
@@ -158,9 +161,10 @@ class Partition:
         self._last_ts = ts
         self.messages_in += count
         self.bytes_in += len(batch)
-        for listener in list(self._listeners):
-            listener(self)
-        return Appended(base_offset, count, durable)
+        if self._listeners:
+            for listener in list(self._listeners):
+                listener(self)
+        return _new_tuple(Appended, (base_offset, count, durable, False))
 
     def add_listener(self, fn: Callable[["Partition"], None]) -> None:
         self._listeners.append(fn)

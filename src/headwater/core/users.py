@@ -13,6 +13,7 @@ with keys ``user/<id>`` and ``pat/<user id>/<name>``.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import secrets
 from dataclasses import dataclass, field, replace
@@ -43,7 +44,12 @@ def check_password(password_hash: str, password: str) -> bool:
         return False
 
 
-_DUMMY_HASH = _hasher.hash("headwater: no such user")
+@functools.cache
+def _dummy_hash() -> str:
+    """A hash to verify against for a user that does not exist, so that answering takes as long
+    as for one that does. Made at the first such login, not at import (an Argon2 hash: 0.2-0.5 s
+    here, that every start of the server and of the command line paid)."""
+    return _hasher.hash("headwater: no such user")
 
 
 def _token_digest(token: str) -> str:
@@ -255,7 +261,7 @@ class Users:
         u = self.find(username)
         if u is None:
             # hash anyway, so an unknown username takes as long as a wrong password
-            check_password(_DUMMY_HASH, password)
+            check_password(_dummy_hash(), password)
             raise errors.InvalidCredentials("invalid username or password")
         if not check_password(u.password_hash, password):
             raise errors.InvalidCredentials("invalid username or password")

@@ -73,6 +73,10 @@ from typing import Awaitable, Callable
 _INITIAL = 16 * 1024  # staging buffer bytes, allocated at the first read (an idle connection holds none)
 _MIN_FREE = 4 * 1024  # a recv into the staging buffer gets at least this much room
 _SPARE_MAX = 1 << 20  # the largest served body a connection keeps to receive the next one into
+# TCP_QUICKACK only for a request a client can be holding back (see FrameReader._ack_now): its
+# missing part fits one loopback segment, and what arrived is too little for Linux to ACK at once.
+_HELD_MISSING = 64 * 1024  # bytes still to come below this: the tail may be one held segment
+_HELD_RECEIVED = 16 * 1024  # bytes of the request in below this: less than a segment (no prompt ACK)
 
 
 class FrameReader:
@@ -80,7 +84,7 @@ class FrameReader:
 
     __slots__ = ("_buf", "_view", "_start", "_end", "_limit", "_frame", "_filled", "_into_frame",
                  "_want", "_cap", "_waiter", "_eof", "_exc", "_transport", "_paused", "_loop", "_inline",
-                 "_inline_head", "_handoff", "_spare", "_sock", "_acked")
+                 "_inline_head", "_handoff", "_spare", "_sock", "_acked", "_held_missing")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, limit: int = 1 << 20):
         self._loop = loop  # (asyncio.get_running_loop() costs a getpid() syscall per call on 3.11)
@@ -105,6 +109,7 @@ class FrameReader:
         self._spare: bytearray | None = None  # a served inline body nobody kept (see _inline_frame_in)
         self._sock = None  # the TCP socket, for TCP_QUICKACK (see _ack_now); None: not TCP
         self._acked = False  # _ack_now ran for the request being received
+        self._held_missing = 0  # _HELD_MISSING on a TCP socket; 0: never _ack_now
 
     # ------------------------------------------------------------------ protocol side
     def set_transport(self, transport: asyncio.BaseTransport) -> None:
@@ -113,14 +118,25 @@ class FrameReader:
         if sock is not None and getattr(socket, "TCP_QUICKACK", None) is not None \
                 and sock.family in (socket.AF_INET, socket.AF_INET6):
             self._sock = sock
+            self._held_missing = _HELD_MISSING
+
+    def _held(self, received: int, missing: int) -> bool:
+        """Whether the client may be holding back the rest of the request being received:
+        ``received`` bytes of it are in, ``missing`` are not (see :meth:`_ack_now`)."""
+        return missing < self._held_missing and received < _HELD_RECEIVED
 
     def _ack_now(self) -> None:
-        """Part of a request is in and the rest is not: have the kernel ACK now
-        (``TCP_QUICKACK``), once per request. A client that writes a request in two
+        """Part of a request is in and the rest may be held back by the client: have the kernel
+        ACK now (``TCP_QUICKACK``), once per request. A client that writes a request in two
         ``write`` calls with Nagle on (the apache-iggy SDK: its header, then a body larger
         than its 8 KiB write buffer) holds the second until the first is acknowledged, and
         Linux delays that ACK by up to 40 ms: every such request (bodies of ~8-64 KiB on
-        loopback) took 44 ms. Linux only; a failure is ignored (a hint)."""
+        loopback) took 44 ms. Only when the rest fits one segment and what is in is less
+        than one (:meth:`_held`): with more, Nagle sends full segments at once and Linux ACKs
+        more than one segment at once by itself. Asking for it on every multi-receive
+        request cost ~8-10 µs of server CPU per 1000 x 100 B send (leaving the kernel's
+        interactive ACK mode: ACKs no longer ride on the replies; docs/benchmarks.md,
+        "TCP_QUICKACK's cost (session 12)"). Linux only; a failure is ignored (a hint)."""
         self._acked = True
         sock = self._sock
         if sock is not None:
@@ -169,7 +185,7 @@ class FrameReader:
                     self._inline_frame_in()
                 else:
                     self._wake()
-            elif not self._acked:
+            elif not self._acked and self._held(self._filled, len(self._frame) - self._filled):  # type: ignore[arg-type]
                 self._ack_now()
             return
         self._end += nbytes
@@ -181,7 +197,7 @@ class FrameReader:
                 self._acked = False
                 self._wake()
                 self._pause()
-            elif not self._acked:
+            elif not self._acked and self._held(self._end - self._start, self._want - (self._end - self._start)):
                 self._ack_now()
         elif self._end - self._start >= self._limit:
             self._pause()
@@ -226,7 +242,7 @@ class FrameReader:
             if staged < size:
                 if staged:
                     inline.receiving()
-                    if not self._acked:
+                    if not self._acked and self._held(staged, size - staged):  # a header in pieces
                         self._ack_now()
                 return
             head = bytes(self._view[start:start + size])
@@ -252,7 +268,7 @@ class FrameReader:
             self._consumed(self._end)
             self._frame, self._filled, self._inline_head = view, staged, head
             inline.receiving()
-            if not self._acked:
+            if not self._acked and self._held(size + staged, n - staged):
                 self._ack_now()
             return
 

@@ -23,10 +23,18 @@ from __future__ import annotations
 
 import re
 
-from . import iggy_batch, iggy_frame, kafka
+from . import iggy_batch, iggy_frame
 from .tree import Cursor, LayoutError, Node, render, walk
 
 __all__ = ["KINDS", "inspect_bytes", "read_input", "detect", "render", "Node", "LayoutError", "walk", "explain"]
+
+def _kafka():
+    """The Kafka layouts (:mod:`.kafka`), imported at the first Kafka input: they import kio's
+    schemas (~0.5 s), which the command line's other commands should not wait for."""
+    from . import kafka
+
+    return kafka
+
 
 KINDS = ("auto", "segment", "index", "batch", "iggy", "kafka-request", "kafka-response")
 
@@ -54,7 +62,7 @@ def detect(data: bytes, filename: str = "") -> str:
     if iggy_frame.looks_like_batch(data):
         length = int.from_bytes(data[32:40], "little")
         return "batch" if length == len(data) else "segment"
-    if kafka.looks_like_request(data):
+    if _kafka().looks_like_request(data):
         return "kafka-request"
     raise ValueError(
         "cannot tell what these bytes are (not an Iggy frame, batch or segment, nor a Kafka request); "
@@ -86,11 +94,11 @@ def inspect_bytes(data: bytes, kind: str = "auto", *, filename: str = "", api_ke
         if kind == "iggy":
             return iggy_frame.frames(data, command=command)
         if kind == "kafka-request":
-            return kafka.request(data)
+            return _kafka().request(data)
         if kind == "kafka-response":
             if api_key is None or api_version is None:
                 raise ValueError("a Kafka response does not name its API: give --api-key and --api-version")
-            return kafka.response(data, api_key, api_version)
+            return _kafka().response(data, api_key, api_version)
     except LayoutError as e:
         if getattr(e, "tree", None) is None:
             e.tree = root

@@ -379,14 +379,17 @@ def lock_engine(url: str) -> EngineLock:
 
 
 def open_engine(url: str, *, lock: EngineLock | None = None, write_behind_cache_bytes: int | None = None,
-                preallocate: bool = True) -> StorageEngine:
+                preallocate: bool = True, preallocate_window_bytes: int | None = None,
+                preallocate_budget_bytes: int | None = None) -> StorageEngine:
     """Pick an engine by URL scheme: ``file:///path`` or a bare path -> local disk.
 
     ``write_behind_cache_bytes``: how much recently appended data the local
     engine leaves in the OS page cache before writing back and dropping the
     oldest (``storage.local.writebehind``; 0 = off, None = its default).
     ``preallocate``: the local engine makes next segments and reserves their
-    blocks on a worker thread (``storage.local.prealloc``; False = off).
+    blocks on a worker thread (``storage.local.prealloc``; False = off);
+    ``preallocate_window_bytes`` reserved ahead of each active segment and in each
+    spare, ``preallocate_budget_bytes`` held by all partitions together (None: defaults).
 
     The engine takes its data's exclusive lock first (or adopts ``lock`` from
     :func:`lock_engine`) and releases it on ``close()``. Raises ValueError for
@@ -396,9 +399,14 @@ def open_engine(url: str, *, lock: EngineLock | None = None, write_behind_cache_
     if scheme == "file":
         from .local.engine import LocalEngine
 
-        if write_behind_cache_bytes is None:
-            return LocalEngine(rest, lock=lock, preallocate=preallocate)
-        return LocalEngine(rest, lock=lock, write_behind_cache_bytes=write_behind_cache_bytes, preallocate=preallocate)
+        kwargs: dict = {"preallocate": preallocate}
+        if write_behind_cache_bytes is not None:
+            kwargs["write_behind_cache_bytes"] = write_behind_cache_bytes
+        if preallocate_window_bytes is not None:
+            kwargs["preallocate_window_bytes"] = preallocate_window_bytes
+        if preallocate_budget_bytes is not None:
+            kwargs["preallocate_budget_bytes"] = preallocate_budget_bytes
+        return LocalEngine(rest, lock=lock, **kwargs)
     raise ValueError(f"unknown storage engine scheme {scheme!r} in {url!r}")
 
 

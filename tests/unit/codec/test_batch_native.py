@@ -377,3 +377,60 @@ def test_last_offset_of_a_batch_of_no_frames_is_invalid_messages_count():
             with pytest.raises(B.InvalidMessagesCount) as info:
                 B.last_offset(bytes(raw))
             assert info.value.code == 4009 and info.value.offset == 48, name
+
+
+# --------------------------------------------------------------------------- the one-call admission
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(any_batch, st.tuples(st.integers(0, U64), st.integers(0, U64), st.integers(0, U64)), st.booleans())
+def test_compiled_verify_and_stamp_is_the_reference_or_nothing(raw, stamps, check):
+    """``_batch_c.verify_and_stamp`` either does exactly what the reference does (same fields,
+    same bytes written) or returns None having written nothing (the reference then answers)."""
+    mine, ref = bytearray(raw), bytearray(raw)
+    fields = C.verify_and_stamp(mine, *stamps, check)
+    expected = outcome(lambda b: B._py_verify_and_stamp(b, *stamps, check), ref)
+    if fields is None:
+        # (it also declines a few batches the reference's slow diagnosis accepts, e.g. an
+        # origin_timestamp within u32 max of u64 max: verify_and_stamp then answers as the reference)
+        assert bytes(mine) == raw
+    else:
+        assert expected == ("ok", B.BatchHeader(*fields))
+        assert bytes(mine) == bytes(ref)
+
+
+@pytest.mark.parametrize("stamps", [(-1, 0, 0), (0, 2**64, 0), (0, 0, 1.5), (True, 3, 4), (0, 0, "7")])
+def test_verify_and_stamp_of_odd_stamps_is_identical(stamps):
+    raw = SMALL
+    python, compiled = both(lambda b: outcome_exc(B.verify_and_stamp, b, *stamps), raw, writable=True,
+                            compare=lambda fn, *a: fn(*a))
+    assert python == compiled
+
+
+def outcome_exc(fn, *args):
+    """``outcome``, also naming a non-codec error's class (struct.error, TypeError)."""
+    try:
+        return outcome(fn, *args)
+    except Exception as exc:  # noqa: BLE001 - the class is the outcome
+        return (type(exc).__name__,)
+
+
+@pytest.mark.parametrize("kind", ["bytes", "readonly view", "view slice", "int view", "strided view"])
+def test_verify_and_stamp_of_every_buffer_kind_is_identical(kind):
+    results = []
+    for name in ("python", "compiled"):
+        backing = bytearray(b"\xee" * 8 + SMALL + b"\xee" * 8)
+        if kind == "bytes":
+            batch = bytes(SMALL)
+        elif kind == "readonly view":
+            batch = memoryview(bytes(SMALL))
+        elif kind == "view slice":
+            batch = memoryview(backing)[8:8 + len(SMALL)]
+        elif kind == "int view":
+            batch = memoryview(backing)[8:8 + len(SMALL)].cast("I") if len(SMALL) % 4 == 0 else \
+                memoryview(backing)[8:8 + len(SMALL)]
+        else:
+            batch = memoryview(bytearray(SMALL * 2))[::2]
+        with using(name):
+            results.append((outcome_exc(B.verify_and_stamp, batch, 1, 2, 3), bytes(backing)))
+    assert results[0] == results[1]

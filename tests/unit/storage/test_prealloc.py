@@ -150,7 +150,10 @@ def test_a_sealed_segment_keeps_no_reserved_blocks_past_its_end(tmp_path, flushe
 
 
 @needs_fallocate
-def test_recovery_releases_what_a_crash_left_reserved_on_a_sealed_segment(tmp_path, flusher):
+@pytest.mark.parametrize("which", ["sealed", "active"])
+def test_recovery_releases_what_a_crash_left_reserved(tmp_path, flusher, which):
+    """On a sealed segment (its roll's release never ran) or on the active one (its window
+    ahead: a kill leaves it, as session 11's clean stop did)."""
     if not reservable(tmp_path):
         pytest.skip("tmp_path is on tmpfs")
     d = str(tmp_path / "p")
@@ -158,23 +161,25 @@ def test_recovery_releases_what_a_crash_left_reserved_on_a_sealed_segment(tmp_pa
                            size_of_messages_required_to_save=1 << 30)
     log = LocalPartitionLog.open(d, policy, Flusher(write_behind_cache_bytes=0, preallocate=False))
     written = fill(log, 6)
+    target = seg_path(d, log.segments()[0 if which == "sealed" else -1].start_offset)
     log.close()
-    first = seg_path(d, 0)
-    size = os.path.getsize(first)
-    fd = os.open(first, os.O_RDWR)
+    os.unlink(os.path.join(d, "clean-shutdown"))  # as a crash leaves it
+    size = os.path.getsize(target)
+    fd = os.open(target, os.O_RDWR)
     try:
-        assert prealloc.reserve(fd, size, 32 * MIB)  # as if the roll's release never ran
+        assert prealloc.reserve(fd, size, 32 * MIB)  # as if the release never ran
     finally:
         os.close(fd)
     for name in ("spare-7.log.staging", "spare-7.index.staging"):  # a spare a crash left
         open(os.path.join(d, name), "wb").close()
-    assert allocated(first) >= 32 * MIB
+    assert allocated(target) >= 32 * MIB
     log = LocalPartitionLog.open(d, policy, flusher)
     try:
-        assert os.path.getsize(first) == size
-        assert allocated(first) <= size + prealloc.SLACK_BYTES + 4096
+        assert os.path.getsize(target) == size
+        assert allocated(target) <= size + prealloc.SLACK_BYTES + 4096
         assert spares(d) == []
         assert sorted(log.recovery.removed_files) == ["spare-7.index.staging", "spare-7.log.staging"]
+        written += fill(log, 1)
         assert b"".join(bytes(v) for v in log.read(0, 1 << 40, 1 << 40)) == b"".join(written)
     finally:
         log.close()
@@ -324,3 +329,275 @@ def test_an_append_refused_for_space_gets_the_reserved_blocks_back(small_ext4, f
     finally:
         a.close()
         b.close()
+
+
+# -- the bound: a window ahead, a spare of one window, a server-wide budget ------------------
+
+BIG = 64 * MIB
+WINDOW = 8 * MIB
+
+
+def held(path: str) -> int:
+    return prealloc.held_past_data(os.stat(path))
+
+
+def held_in(directory: str) -> int:
+    return sum(held(p) for p in glob.glob(os.path.join(directory, "*")) if os.path.isfile(p))
+
+
+def big_policy(**kw) -> SegmentPolicy:
+    return SegmentPolicy(segment_size=BIG, messages_required_to_save=16 << 20,
+                         size_of_messages_required_to_save=1 << 30, **kw)
+
+
+@pytest.fixture
+def windowed(tmp_path):
+    """A flusher whose preallocator reserves WINDOW ahead (skips where nothing is reserved)."""
+    if not reservable(tmp_path):
+        pytest.skip("needs fallocate(2) on a filesystem other than tmpfs")
+    f = Flusher(write_behind_cache_bytes=0, preallocate_window_bytes=WINDOW)
+    yield f
+    f.close()
+
+
+def test_the_active_segment_is_reserved_a_window_ahead_not_to_its_end(tmp_path, windowed):
+    """A segment not made from a spare (the first) is reserved a window ahead, topped up as the
+    appends advance; at half the segment a spare of a whole segment is made, and the segment
+    rolled onto it needs no top-up (its blocks were all reserved where nothing appends)."""
+    flusher = windowed
+    d = str(tmp_path / "p")
+    log = LocalPartitionLog.open(d, big_policy(), flusher)
+    pre = flusher.preallocator
+    first = seg_path(d, 0)
+    try:
+        written = fill(log, 9)  # past ACTIVE_AFTER_BYTES: a window reserved past the end
+        pre.drain()
+        assert WINDOW - 2 * MIB <= held(first) <= WINDOW + prealloc.SLACK_BYTES
+        for _ in range(3):  # topped up as the appends advance, never more than a window ahead
+            written += fill(log, 7)
+            pre.drain()
+            size = log.segments()[-1].size_bytes
+            assert os.path.getsize(first) == size
+            assert WINDOW // 2 - MIB <= held(first) <= WINDOW + prealloc.SLACK_BYTES
+        assert spares(d) == []  # 30 MiB written: not half of the segment yet
+        written += fill(log, 4)  # 34 MiB: the check point at 33 is past half the segment: a spare
+        pre.drain()
+        spare_log = [p for p in spares(d) if p.endswith(".log" + prealloc.SPARE_SUFFIX)]
+        assert len(spare_log) == 1
+        assert BIG <= allocated(spare_log[0]) <= BIG + prealloc.SLACK_BYTES
+        assert held_in(d) <= WINDOW + BIG + 2 * prealloc.SLACK_BYTES + MIB
+        assert pre.ledger.total >= held_in(d) - MIB  # the ledger follows the disk (counted high, not low)
+        written += fill(log, 34)  # rolls at 64 MiB (batches are ~1 MB) onto the spare
+        pre.drain()
+        assert len(log.segments()) == 2 and spares(d) == []
+        reserved = pre.reserved
+        written += fill(log, 12)  # past the new segment's first check point
+        pre.drain()
+        assert pre.reserved == reserved  # no top-up: the spare's whole segment was reserved
+        second = seg_path(d, log.segments()[-1].start_offset)
+        assert held(second) >= BIG - 16 * MIB
+        assert held(first) <= prealloc.SLACK_BYTES  # sealed: released
+        assert b"".join(bytes(v) for v in log.read(0, 1 << 40, 1 << 40)) == b"".join(written)
+    finally:
+        log.close()
+
+
+def test_a_clean_close_leaves_nothing_reserved_and_the_ledger_empty(tmp_path, windowed):
+    flusher = windowed
+    d = str(tmp_path / "p")
+    log = LocalPartitionLog.open(d, big_policy(), flusher)
+    try:
+        written = fill(log, 40)  # a window ahead and a spare
+        flusher.preallocator.drain()
+        assert held_in(d) >= WINDOW and flusher.preallocator.ledger.total > 0
+    finally:
+        log.close()
+    flusher.preallocator.drain()
+    assert spares(d) == []
+    assert held(seg_path(d, 0)) <= prealloc.SLACK_BYTES  # the active segment's reserved tail was cut
+    assert flusher.preallocator.ledger.total == 0
+    log = LocalPartitionLog.open(d, big_policy(), flusher)
+    try:
+        assert log.recovery.segments[0].zero_bytes == 0
+        assert b"".join(bytes(v) for v in log.read(0, 1 << 40, 1 << 40)) == b"".join(written)
+    finally:
+        log.close()
+
+
+@needs_fallocate
+def test_the_budget_bounds_what_all_partitions_hold_and_the_rest_reserve_nothing(tmp_path):
+    """Six partitions written 12 MiB each with a window of 8 MiB would hold 48 MiB reserved;
+    a budget of 20 MiB lets the first two reserve and the others none (no spare, no blocks past
+    their data), and du stays within the data plus the budget."""
+    if not reservable(tmp_path):
+        pytest.skip("tmp_path is on tmpfs")
+    budget = 20 * MIB
+    flusher = Flusher(write_behind_cache_bytes=0, preallocate_window_bytes=WINDOW, preallocate_budget_bytes=budget)
+    pre = flusher.preallocator
+    logs = [LocalPartitionLog.open(str(tmp_path / f"p{i}"), big_policy(), flusher) for i in range(6)]
+    try:
+        written = {}
+        for log in logs:
+            written[log.directory] = fill(log, 12)
+            pre.drain()
+        total_held = sum(held_in(log.directory) for log in logs)
+        assert total_held <= budget + 6 * prealloc.SLACK_BYTES
+        assert pre.ledger.total <= budget
+        assert pre.over_budget > 0
+        assert held_in(logs[0].directory) >= WINDOW // 2  # the first ones reserved
+        assert held_in(logs[-1].directory) <= prealloc.SLACK_BYTES  # the last one: as with the switch off
+        assert spares(logs[-1].directory) == []
+        logs[0].close()  # a partition closing gives its share back: another one's next top-up gets it
+        pre.drain()
+        assert pre.ledger.total <= budget - WINDOW // 2
+        written[logs[-1].directory] += fill(logs[-1], 5)
+        pre.drain()
+        assert held_in(logs[-1].directory) >= WINDOW // 2
+        assert sum(held_in(log.directory) for log in logs) <= budget + 6 * prealloc.SLACK_BYTES
+        for log in logs[1:]:
+            assert b"".join(bytes(v) for v in log.read(0, 1 << 40, 1 << 40)) == b"".join(written[log.directory])
+    finally:
+        for log in logs:
+            log.close()
+        assert pre.ledger.total == 0
+        flusher.close()
+
+
+@needs_fallocate
+def test_a_budget_of_zero_reserves_nothing_and_the_log_works_as_with_the_switch_off(tmp_path):
+    if not reservable(tmp_path):
+        pytest.skip("tmp_path is on tmpfs")
+    flusher = Flusher(write_behind_cache_bytes=0, preallocate_budget_bytes=0)
+    d = str(tmp_path / "p")
+    log = LocalPartitionLog.open(d, OFF, flusher)
+    try:
+        written = fill(log, 40)  # two rolls of 16 MiB segments
+        flusher.preallocator.drain()
+        assert len(log.segments()) == 3 and spares(d) == []
+        assert held_in(d) <= 6 * prealloc.SLACK_BYTES
+        assert flusher.preallocator.reserved == 0 and flusher.preallocator.spares == 0
+        assert b"".join(bytes(v) for v in log.read(0, 1 << 40, 1 << 40)) == b"".join(written)
+    finally:
+        log.close()
+        flusher.close()
+
+
+def test_a_truncation_settles_the_ledger(tmp_path, windowed):
+    flusher = windowed
+    d = str(tmp_path / "p")
+    log = LocalPartitionLog.open(d, OFF, flusher)
+    try:
+        written = fill(log, 20)  # a roll onto a spare, then a window ahead in the second segment
+        flusher.preallocator.drain()
+        assert len(log.segments()) == 2
+        log.truncate(written_offset := 5 * 100)  # back into the first segment: the second one goes
+        flusher.preallocator.drain()
+        assert abs(flusher.preallocator.ledger.total - held_in(d)) <= 4 * prealloc.SLACK_BYTES
+        assert b"".join(bytes(v) for v in log.read(0, 1 << 40, 1 << 40)) == b"".join(written[:5])
+        assert log.next_offset == written_offset
+    finally:
+        log.close()
+    assert flusher.preallocator.ledger.total == 0
+
+
+# -- the arithmetic: check points, windows, the ledger (hypothesis) ------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+def simulate(segment_size: int, window: int, reserved: int, batches: list[int]):
+    """The log's use of first_check / ahead_plan over one active segment made with ``reserved``
+    bytes reserved (0: not from a spare), as append() does it (a check point after the append
+    that reaches it; the roll after the append that fills the segment). Yields (position before
+    the append, asked_to then, checks passed, spare asked)."""
+    w = prealloc.effective_window(segment_size, window)
+    asked = reserved
+    at = prealloc.first_check(segment_size, window, asked)
+    written, checks, spare = 0, 0, False
+    for b in batches:
+        if written >= segment_size:
+            return
+        yield written, asked, checks, spare
+        written += b
+        if written >= at:
+            reserve_to, at, wants = prealloc.ahead_plan(written, asked, segment_size, window)
+            assert reserve_to >= asked and at > written
+            if reserve_to > asked:
+                assert reserve_to - written <= w  # a top-up asks for at most a window ahead
+            asked = reserve_to
+            checks += 1
+            spare = spare or (wants and written < segment_size)
+            assert asked <= segment_size  # never past the segment
+            assert asked >= min(segment_size, written + w)  # a whole window ahead (or to the end)
+
+
+segment_sizes = st.integers(min_value=2, max_value=1 << 31)
+
+
+@settings(max_examples=300, deadline=None)
+@given(segment_sizes, st.integers(min_value=1, max_value=1 << 30), st.data())
+def test_the_window_keeps_half_of_itself_ahead_of_every_append_and_never_more_than_itself(
+        segment_size, window, data):
+    w = prealloc.effective_window(segment_size, window)
+    half = max(w // 2, 1)
+    reserved = data.draw(st.sampled_from([0, segment_size]) | st.integers(0, segment_size), label="reserved")
+    batches = data.draw(st.lists(st.integers(min_value=1, max_value=half), min_size=1, max_size=400))
+    for position, asked, checks, _ in simulate(segment_size, window, reserved, batches):
+        if checks:  # from the first check point on, an append of up to half a window lands in reserved blocks
+            assert asked >= min(segment_size, position + w - half)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(min_value=2, max_value=1 << 28), st.integers(min_value=1, max_value=1 << 26), st.booleans(),
+       st.integers(min_value=1, max_value=1 << 40))
+def test_the_spare_is_asked_for_before_the_append_that_rolls(segment_size, window, spare_reserved, seed):
+    """With batches of at most half a window, a check point falls within the segment's second
+    half (or its last SPARE_LEAD_WINDOWS windows) before the roll: the spare is asked for in time."""
+    import random as _random
+
+    w = prealloc.effective_window(segment_size, window)
+    half = max(w // 2, 1)
+    rng = _random.Random(seed)
+    batches, total = [], 0
+    while total < segment_size and len(batches) < 20_000:
+        b = rng.randint(max(1, half // 4), half)
+        batches.append(b)
+        total += b
+    if total < segment_size:
+        return  # too many tiny batches to simulate: nothing to check
+    last = list(simulate(segment_size, window, segment_size if spare_reserved else 0, batches + [1]))
+    assert last[-1][3], (segment_size, w)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(min_value=0, max_value=1 << 34),
+       st.lists(st.tuples(st.sampled_from(["reserve", "consume", "drop"]), st.integers(0, 3), st.integers(0, 5),
+                          st.integers(min_value=1, max_value=1 << 30)), max_size=200))
+def test_the_ledger_total_is_the_sum_of_its_charges_and_reservations_stay_within_the_budget(budget, ops):
+    """The worker's use of the ledger: a reservation only when it fits, then the file's charge
+    set to what it holds; appends consuming charges; a log dropping its charges. The total is
+    always the sum of every charge, and never above the budget."""
+    ledger = prealloc.Ledger(budget)
+    logs: list[dict[int, int]] = [{} for _ in range(4)]
+    for op, i, key, n in ops:
+        charges = logs[i]
+        if op == "reserve":
+            if ledger.fits(n):
+                ledger.set(charges, key, charges.get(key, 0) + n)
+        elif op == "consume":
+            ledger.set(charges, key, max(0, charges.get(key, 0) - n))
+        else:
+            ledger.drop(charges, keep=(key,))
+            assert set(charges) <= {key}
+        assert ledger.total == sum(sum(c.values()) for c in logs)
+        assert all(v > 0 for c in logs for v in c.values())
+        assert ledger.total <= budget
+
+
+@given(st.integers(min_value=0, max_value=1 << 40), st.integers(min_value=-(1 << 30), max_value=1 << 30))
+def test_held_past_data_is_the_blocks_beyond_the_data_rounded_to_pages(size, extra_blocks):
+    data_blocks = -(-size // 4096) * 8  # 512-byte units of the data's pages
+    blocks = max(0, data_blocks + extra_blocks)  # fewer: a sparse file (holds nothing past its data)
+    fake = type("S", (), {"st_blocks": blocks, "st_size": size})()
+    assert prealloc.held_past_data(fake) == max(0, extra_blocks) * 512

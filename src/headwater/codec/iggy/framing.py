@@ -481,6 +481,27 @@ def reply_header_to_head(head: bytes | bytearray | memoryview, body_length: int,
                              client, op, timestamp, request, operation, status)
 
 
+def reply_packer(body: struct.Struct):
+    """A function ``pack(head, op, *fields) -> bytes``: the whole success reply (status 0)
+    answering the raw request header ``head`` whose body is ``body.pack(*fields)``, in one
+    pack: the same bytes as ``encode_reply_to_head(head, body.pack(*fields), op=op)`` for a
+    reply that is not result-framed (the caller's to know). ``body``'s format must be
+    little-endian standard size (``<``). Raises ``struct.error`` on a field out of range."""
+    if not body.format.startswith("<"):
+        raise ValueError(f"body struct {body.format!r} is not little-endian standard size")
+    whole = struct.Struct(_REPLY_WHOLE.format + body.format[1:])
+    size = HEADER_SIZE + body.size
+    echo = _REQUEST_ECHO.unpack_from
+    pack_whole = whole.pack
+
+    def pack(head: bytes | bytearray | memoryview, op: int, *fields) -> bytes:
+        cluster, view, release, replica, client, checksum, timestamp, request, operation = echo(head)
+        return pack_whole(cluster, size, view, release, _REPLY_COMMAND, replica, checksum, client, op, timestamp,
+                          request, operation, 0, *fields)
+
+    return pack
+
+
 # what a reply echoes of a request: cluster @32, view @52, release @56, replica @61, client @128,
 # request_checksum @144, timestamp @160, request @168, operation @176
 _REQUEST_ECHO = struct.Struct("<32x16s4xII1xB66x16s16sQQB")

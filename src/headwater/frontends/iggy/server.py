@@ -24,7 +24,7 @@ from ...codec.iggy import framing, version
 from ...codec.iggy.codes import COMMAND_TO_OPERATION, Command, ConsumerKind, HeaderCommand, Operation
 from ...codec.iggy.commands import COMMANDS
 from ...codec.iggy.commands.messages import (
-    encode_send_confirmation,
+    encode_send_reply_to_head,
     poll_messages_fields,
     send_messages_batch,
     send_messages_fields,
@@ -69,7 +69,9 @@ _OPERATION_OFFSET = 176  # the request header's operation byte (framing: 128 + c
 _SEND_MESSAGES_OPERATION = int(COMMAND_TO_OPERATION[Command.SEND_MESSAGES])  # (a write rides only its own)
 # request latency histograms by command code (headwater.metrics): produce and fetch only
 _SEND_CODE = int(Command.SEND_MESSAGES)
-_SEND_PREFIX = framing.result_prefix(_SEND_MESSAGES_OPERATION)  # (b"": SendMessages is not result-framed)
+if framing.result_prefix(_SEND_MESSAGES_OPERATION):  # (encode_send_reply_to_head writes no result prefix)
+    raise ImportError("SendMessages replies became result-framed: the fast path's reply encoding must follow")
+_perf_counter = time.perf_counter
 _SEND_TIMED = metrics.request_histogram("iggy", "tcp", metrics.PRODUCE)
 _READ_OPERATION = int(Operation.NON_REPLICATED)  # reads carry their command code at 196
 _POLL_CODE = int(Command.POLL_MESSAGES)
@@ -327,12 +329,20 @@ class IggyFrontend:
 
     def _send_ready(self, ctx: Context, cs: "_ConnState", head: bytes) -> bool:
         """Whether ``head`` is a SendMessages header that the full path would serve as a WRITE:
-        :meth:`_session_live`, and the header carries this connection's client id and session."""
-        return (
-            _SESSION.unpack_from(head, 184)[0] == cs.epoch
-            and _client_of(head) == cs.client
-            and self._session_live(ctx, cs, head)
-        )
+        :meth:`_session_live`, and the header carries this connection's client id and session.
+        (Every SendMessages header runs this: ``_session_live`` and ``_client_of`` are written
+        out here, the same checks, one call fewer each.)"""
+        if cs.state is not State.AUTHENTICATED or len(head) != _HEADER:
+            return False
+        epoch = cs.epoch
+        if epoch is None or _SESSION.unpack_from(head, 184)[0] != epoch:
+            return False
+        lo, hi = _CLIENT.unpack_from(head, 128)
+        if lo | (hi << 64) != cs.client:
+            return False
+        if head[framing.COMMAND_OFFSET] != HeaderCommand.REQUEST or _SIZE.unpack_from(head, framing.SIZE_OFFSET)[0] < _HEADER:
+            return False
+        return self._still_live(ctx, cs)
 
     def _poll_ready(self, ctx: Context, cs: "_ConnState", head: bytes) -> bool:
         """Whether ``head`` (a NonReplicated operation) is a PollMessages header that the full
@@ -482,15 +492,19 @@ class IggyFrontend:
         return self._send_routed(ctx, cs, head, t, p, fields[4])
 
     def _send_routed(self, ctx: Context, cs: "_ConnState", head: bytes, t, p, batch):
-        """:meth:`_send_now` of a send whose topic ``t`` and partition ``p`` are resolved."""
+        """:meth:`_send_now` of a send whose topic ``t`` and partition ``p`` are resolved
+        (:meth:`_send_done` and :meth:`_send_reply` folded in: every routed send runs this)."""
         op = cs.epoch or 0
         ctx.header = None
-        t0 = time.perf_counter()
+        t0 = _perf_counter()
         try:
             done = append_routed(ctx, t, p, batch)
         except Exception as e:
             return self._send_refused(head, e, t0, op)
-        return self._send_done(head, t, p, done, t0, op)
+        if done.durable is not None:  # enforce_fsync: reply once a sync covering the batch returned
+            return self._send_durable(head, t, p, done, t0, op)
+        _SEND_TIMED.observe(_perf_counter() - t0)
+        return encode_send_reply_to_head(head, op, t.stream_id, t.id, p.id, done.base_offset)
 
     def _send_done(self, head: bytes, t, p, done, t0: float, op: int):
         if done.durable is not None:  # enforce_fsync: reply once a sync covering the batch returned
@@ -506,9 +520,8 @@ class IggyFrontend:
 
     @staticmethod
     def _send_reply(head: bytes, t, p, done, t0: float, op: int) -> bytes:
-        _SEND_TIMED.observe(time.perf_counter() - t0)
-        confirmation = encode_send_confirmation(t.stream_id, t.id, p.id, done.base_offset)
-        return framing.encode_reply_to_head(head, _SEND_PREFIX + confirmation, op=op)
+        _SEND_TIMED.observe(_perf_counter() - t0)
+        return encode_send_reply_to_head(head, op, t.stream_id, t.id, p.id, done.base_offset)
 
     def _send_refused(self, head: bytes, e: Exception, t0: float, op: int) -> bytes:
         _SEND_TIMED.observe(time.perf_counter() - t0)

@@ -41,7 +41,7 @@ from .writebehind import CACHE_BYTES
 from .lock import DataDirLock
 from .log import LocalPartitionLog
 from .metadata import LocalMetadataStore
-from .prealloc import DISK_FULL
+from .prealloc import DEFAULT_BUDGET_BYTES, DEFAULT_WINDOW_BYTES, DISK_FULL
 from .recovery import CLEAN_SHUTDOWN
 from .segment import fsync_dir
 
@@ -75,7 +75,8 @@ class LocalEngine:
     """
 
     def __init__(self, path: str, *, lock: DataDirLock | None = None, write_behind_cache_bytes: int = CACHE_BYTES,
-                 preallocate: bool = True):
+                 preallocate: bool = True, preallocate_window_bytes: int = DEFAULT_WINDOW_BYTES,
+                 preallocate_budget_bytes: int = DEFAULT_BUDGET_BYTES):
         """Use (creating if needed) the data directory ``path``; empties its trash.
 
         Takes the directory's lock first, or adopts ``lock`` (already held on
@@ -83,7 +84,8 @@ class LocalEngine:
         from then on and releases it in :meth:`close`. ``write_behind_cache_bytes``:
         appended bytes left in the page cache (:mod:`.writebehind`; 0 = off).
         ``preallocate``: next segments made and their blocks reserved off the loop
-        (:mod:`.prealloc`; False = off). Raises
+        (:mod:`.prealloc`; False = off), ``preallocate_window_bytes`` ahead of each active
+        segment and in each spare, ``preallocate_budget_bytes`` for all logs together. Raises
         :class:`~.lock.DataDirLocked` when another engine holds the directory.
         """
         self.path = os.path.abspath(path)
@@ -105,7 +107,9 @@ class LocalEngine:
         except BaseException:
             lock.release()
             raise
-        self.flusher = Flusher(write_behind_cache_bytes=write_behind_cache_bytes, preallocate=preallocate)
+        self.flusher = Flusher(write_behind_cache_bytes=write_behind_cache_bytes, preallocate=preallocate,
+                               preallocate_window_bytes=preallocate_window_bytes,
+                               preallocate_budget_bytes=preallocate_budget_bytes)
 
     def disk_usage(self) -> tuple[int, int] | None:
         """(total_bytes, usable_bytes) of the volume holding the data directory

@@ -103,7 +103,7 @@ from typing import Callable
 from headwater import _native, metrics
 from headwater.storage.api import StorageError, SyncFailed
 
-from .prealloc import Preallocator
+from .prealloc import DEFAULT_BUDGET_BYTES, DEFAULT_WINDOW_BYTES, Preallocator
 from .writebehind import CACHE_BYTES, WriteBehind
 
 FLUSHER_THREADS = 4
@@ -166,11 +166,14 @@ class Flusher:
     Both behave the same (``tests/unit/storage/test_flusher.py`` runs on both).
 
     ``preallocator`` (:mod:`.prealloc`; ``preallocate`` false: off) reserves the logs' blocks
-    ahead of their appends on its own thread.
+    ahead of their appends on its own thread (``preallocate_window_bytes`` ahead of each, at
+    most ``preallocate_budget_bytes`` for all).
     """
 
     def __init__(self, threads: int = FLUSHER_THREADS, write_behind_cache_bytes: int = CACHE_BYTES,
-                 native: bool | None = None, preallocate: bool = True):
+                 native: bool | None = None, preallocate: bool = True,
+                 preallocate_window_bytes: int = DEFAULT_WINDOW_BYTES,
+                 preallocate_budget_bytes: int = DEFAULT_BUDGET_BYTES):
         if native and _sync_c is None:
             raise RuntimeError("the compiled flusher (headwater.storage.local._sync_c) is not available")
         self._native = _sync_c.SyncQueue() if (_sync_c is not None if native is None else native) else None
@@ -182,7 +185,7 @@ class Flusher:
         self._last_submitted = self._last_finished = 0
         self._shut = False
         self.write_behind = WriteBehind(write_behind_cache_bytes)
-        self.preallocator = Preallocator(preallocate)
+        self.preallocator = Preallocator(preallocate, preallocate_window_bytes, preallocate_budget_bytes)
         self.rounds = 0
         self.fdatasync_calls = 0
         self.acknowledged = 0

@@ -189,10 +189,12 @@ class SegmentIndex:
         Raises OSError from a write this append triggered (the entry stays in
         memory: :meth:`truncate_to_count` undoes it).
         """
-        self.add(offset, timestamp_us, position)
+        entries = self.entries
+        entries.extend((offset, timestamp_us, position))  # (add() without the packed bytes it returns)
+        self._last_position = position
         written = self._written
-        pending = len(self.entries) // 3 - written
-        if pending >= FLUSH_ENTRIES or position - self.entries[3 * written + 2] >= FLUSH_LOG_BYTES:
+        pending = len(entries) // 3 - written
+        if pending >= FLUSH_ENTRIES or position - entries[3 * written + 2] >= FLUSH_LOG_BYTES:
             self.flush()
 
     @property

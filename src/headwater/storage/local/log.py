@@ -22,11 +22,13 @@ rotation and not awaited (inline when no event loop runs); ``sync()`` and
 ``close()`` sync them too. A failed sync fences the log (SyncFailed).
 
 Blocks ahead (:mod:`.prealloc`, unless the topic's ``preallocate_segments``): once the active
-segment holds 8 MiB, a worker thread makes the next segment's files and reserves their blocks
-(``fallocate`` keeping the size), and reserves the rest of an active segment not made that
-way; the roll links the spare under the new segment's name when it is ready (never waiting
-for it). An append refused with ENOSPC / EDQUOT has every reservation given back and is
-retried once.
+segment is half written, a worker thread makes the next segment's files and reserves their
+blocks (``fallocate`` keeping the size); the roll links that spare under the new segment's
+name when it is ready (never waiting for it). A segment not made that way has its blocks
+reserved a window ahead of its end (64 MiB by default) once it holds 8 MiB, topped up every
+half window. A server-wide budget bounds what all logs hold reserved. An append refused with ENOSPC /
+EDQUOT has every reservation given back and is retried once; a clean close cuts the active
+segment's reserved tail.
 
 Write failures (ENOSPC, EDQUOT, EIO...): a failed append is undone (index
 and log cut back to the last good size) and raised as StorageWriteError; if
@@ -60,7 +62,7 @@ from headwater.storage.api import (
 
 from . import compaction
 from .flusher import Flusher, GroupCommit, shared_flusher
-from .prealloc import ACTIVE_AFTER_BYTES, DISK_FULL, ENTRY_BYTES
+from .prealloc import DISK_FULL, ahead_plan, first_check, index_bytes_for
 from .recovery import CLEAN_SHUTDOWN, RecoveryReport, recover_partition
 from .retention import segments_to_delete
 from .segment import MIN_BATCH_SIZE, Segment, fsync_dir, unpack_header
@@ -116,7 +118,7 @@ class LocalPartitionLog:
         )
         self.marker_removal_pending = False  # open(defer_marker_sync=True): the marker's removal is not yet durable
         self._ahead_at = 1 << 62  # the active segment's size at which _ahead() runs next
-        self._active_reserved = True  # the active segment's reservation was asked for (or is not needed)
+        self._asked_to = 0  # the active .log's offset its reservations were asked up to
         self._prepare(segments[-1], 0)
 
     @classmethod
@@ -214,7 +216,8 @@ class LocalPartitionLog:
         failed; the log is as before the call), WritesFenced (see the module doc)
         or SyncFailed (a failed sync fenced the log).
         """
-        self._check_open()
+        if self._closed:
+            self._check_open()
         self._commit.check()
         if self.marker_removal_pending:  # never left so by the engine: it syncs right after opening
             fsync_dir(self.directory)
@@ -279,42 +282,35 @@ class LocalPartitionLog:
 
     def _prepare(self, active: Segment, reserved: int) -> None:
         """``active`` just became the active segment, ``reserved`` bytes of its .log reserved
-        (:mod:`.prealloc`): :meth:`_ahead` runs once it holds ``ACTIVE_AFTER_BYTES`` (or half of
-        ``segment_size`` when smaller), so a partition nothing is written to reserves nothing."""
+        (a spare's window, :mod:`.prealloc`): :meth:`_ahead` runs once it holds
+        ``ACTIVE_AFTER_BYTES`` (or half of ``segment_size`` when smaller; :func:`.prealloc.first_check`),
+        so a partition nothing or little is written to reserves nothing."""
         if self._reservations is None or active.sealed:
             return
-        size = self.policy.segment_size
-        self._active_reserved = reserved >= size
-        self._ahead_at = max(1, min(ACTIVE_AFTER_BYTES, size // 2))
+        self._asked_to = reserved
+        self._ahead_at = first_check(self.policy.segment_size, self._reservations.window, reserved)
 
     def _ahead(self, active: Segment) -> None:
-        """The active segment is being written: have the rest of it reserved off the loop (a
-        segment made from a spare is already) and ask for the next segment's spare, which then
-        has the rest of this segment's life to be made."""
-        self._ahead_at = 1 << 62
+        """A check point of the active segment (:func:`.prealloc.ahead_plan`): have it reserved
+        off the loop up to a window ahead of its end (never past ``segment_size``; nothing to
+        do in a segment made from a whole spare), and ask for the next segment's spare once it
+        is half written; next check half a window on."""
         r = self._reservations
         if r is None:
+            self._ahead_at = 1 << 62
             return
         size = self.policy.segment_size
-        index_bytes = (size // max(self.policy.index_interval_bytes, 1) + 1) * ENTRY_BYTES
-        if not self._active_reserved:
-            self._active_reserved = True
-            jobs = []
+        interval = self.policy.index_interval_bytes
+        reserve_to, self._ahead_at, spare = ahead_plan(active.size, self._asked_to, size, r.window)
+        if reserve_to > self._asked_to:
+            self._asked_to = reserve_to
             try:
                 fds = active.dup_fds()
             except OSError:
                 fds = []
-            for fd, target in zip(fds, (size, index_bytes)):
-                try:
-                    st = os.fstat(fd)
-                except OSError:
-                    st = None
-                if st is None or st.st_blocks * 512 >= target:
-                    os.close(fd)  # reserved already (a reservation past the end outlives a restart)
-                else:
-                    jobs.append((fd, st.st_size, target))
-            r.reserve_active(jobs)
-        r.want_spare(size, index_bytes)
+            r.reserve_active(list(zip(fds, (reserve_to, index_bytes_for(reserve_to, interval)))))
+        if spare:  # a whole segment: reserved where nothing appends (.prealloc says why)
+            r.want_spare(size, index_bytes_for(size, interval))
 
     def _trim_active(self) -> None:
         """Free the blocks reserved past the active segment's end (:meth:`.prealloc.Preallocator.release_all`)."""
@@ -612,6 +608,8 @@ class LocalPartitionLog:
             seg.truncate(position, cut_offset, max_ts)
             if seg.sealed:
                 seg.activate(0)
+            if r is not None:
+                r.forget_active()  # the cut freed what was reserved past it; later segments are gone
         self._prepare(seg, 0)
         self._sealed_bytes = sum(s.size for s in self._segments[:-1])
         self._unsynced_messages = self._unsynced_bytes = 0
@@ -723,7 +721,7 @@ class LocalPartitionLog:
                 done = True
         finally:
             if self._reservations is not None:
-                self._reservations.close()  # its spare deleted; the active segment keeps its reservation
+                self._reservations.close()  # its spare deleted, the active segment's reserved tail cut
             for seg in self._segments:
                 seg.release()
             self._open_sealed.clear()

@@ -43,9 +43,9 @@ Runs on existing files before a partition log is served:
    Otherwise the file is cut (index first, then log, so no entry ever names
    missing bytes).
 7. Segments must not overlap in offsets (a gap is tolerated: reads skip it).
-   A segment other than the newest that holds blocks reserved past its end
-   (``fallocate`` with ``FALLOC_FL_KEEP_SIZE``, :mod:`.prealloc`; a crash before their
-   release) has them freed (``ftruncate`` to its size, which leaves the size and the data
+   A segment that holds blocks reserved past its end (``fallocate`` with
+   ``FALLOC_FL_KEEP_SIZE``, :mod:`.prealloc`; a crash before their release, or the
+   newest segment's window ahead) has them freed (``ftruncate`` to its size, which leaves the size and the data
    alone). A leftover spare segment (``spare-<n>.log.staging``) goes with rule 1.
 
 8. A *clean close* leaves no torn tail: a partition log whose close synced every byte
@@ -329,7 +329,7 @@ def recover_segment(
         if cut:
             os.ftruncate(fd, walk.end)
             os.fsync(fd)
-        elif sealed and os.fstat(fd).st_blocks * 512 > -(-walk.end // 4096) * 4096 + SLACK_BYTES:
+        elif os.fstat(fd).st_blocks * 512 > -(-walk.end // 4096) * 4096 + SLACK_BYTES:
             os.ftruncate(fd, walk.end)  # blocks reserved past the end (.prealloc) that a crash left
         max_ts = max(walk.max_ts, max(entries[1::3], default=0))
         return RecoveredSegment(

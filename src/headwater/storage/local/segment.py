@@ -111,7 +111,11 @@ class ChunkReader:
 
 def pwrite_all(fd: int, data: bytes | bytearray | memoryview, position: int) -> None:
     """``os.pwrite`` until every byte is written."""
-    view = memoryview(data)
+    n = os.pwrite(fd, data, position)
+    if n == len(data):  # (the common case: one call wrote it all, no view made)
+        return
+    view = memoryview(data)[n:]
+    position += n
     while view:
         n = os.pwrite(fd, view, position)
         view = view[n:]

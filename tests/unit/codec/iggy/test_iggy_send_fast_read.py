@@ -78,3 +78,43 @@ def test_a_named_keyed_send_is_read_fast():
     body = w.encode_send_messages(w.SendMessages("bench", 2, Partitioning.by_key(b"k"), 4, memoryview(BATCH)))
     frame = framing.encode_request(Command.SEND_MESSAGES, body)
     assert w.send_messages_fields(frame[framing.HEADER_SIZE:])[:4] == ("bench", 2, "key", b"k")
+
+
+@settings(max_examples=300)
+@given(st.binary(min_size=256, max_size=256), U32, st.integers(0, 2**64 - 1), U32, U32, U32, st.integers(0, 2**64 - 1))
+def test_send_reply_in_one_pack_is_the_decoded_reply(noise, request, op, stream_id, topic_id, partition_id, base_offset):
+    """``encode_send_reply_to_head`` (the fast path's whole reply in one pack) gives the bytes of the
+    full path's reply: ``encode_reply`` of the decoded header with the confirmation as the body
+    (SendMessages replies are not result-framed)."""
+    head = bytearray(noise)
+    struct.pack_into("<I", head, framing.SIZE_OFFSET, 256 + 100)
+    head[framing.COMMAND_OFFSET] = 5
+    head[176] = 160  # SendMessages
+    struct.pack_into("<Q", head, 168, request)
+    confirmation = w.encode_send_confirmation(stream_id, topic_id, partition_id, base_offset)
+    body = framing.reply_body(framing.decode_request_header(bytes(head)).operation, confirmation)
+    expected = framing.encode_reply(framing.decode_request_header(bytes(head)), body, 0, op=op)
+    assert w.encode_send_reply_to_head(bytes(head), op, stream_id, topic_id, partition_id, base_offset) == expected
+
+
+def test_send_reply_in_one_pack_refuses_what_the_confirmation_refuses():
+    head = bytes(256)
+    for bad in ((2**32, 0, 0, 0), (0, -1, 0, 0), (0, 0, 0, 2**64)):
+        try:
+            w.encode_send_confirmation(*bad)
+        except struct.error:
+            pass
+        else:
+            raise AssertionError(bad)
+        try:
+            w.encode_send_reply_to_head(head, 0, *bad)
+        except struct.error:
+            continue
+        raise AssertionError(bad)
+
+
+def test_reply_packer_needs_a_little_endian_body():
+    import pytest
+
+    with pytest.raises(ValueError):
+        framing.reply_packer(struct.Struct("IIQ"))

@@ -29,6 +29,7 @@ import struct
 from dataclasses import dataclass
 
 from ...errors import InvalidFormat, InvalidMessagesCount
+from .. import framing
 from ..codes import Command, ConsumerKind, PartitioningKind, PollingKind
 from ..primitives import (
     Consumer,
@@ -379,6 +380,18 @@ def encode_send_confirmation(stream_id: int, topic_id: int, partition_id: int, b
     (24 bytes), the same bytes as ``encode_send_messages_reply([SendConfirmation(...)])``.
     Raises ``struct.error`` on a value out of range."""
     return _ONE_CONFIRMATION.pack(1, stream_id, topic_id, partition_id, base_offset)
+
+
+_send_reply = framing.reply_packer(_ONE_CONFIRMATION)
+
+
+def encode_send_reply_to_head(head: bytes | bytearray | memoryview, op: int, stream_id: int, topic_id: int,
+                              partition_id: int, base_offset: int) -> bytes:
+    """The whole reply (256-byte header + 24-byte body) to the SendMessages request header
+    ``head`` of one stored batch, in one pack: the same bytes as
+    ``framing.encode_reply_to_head(head, encode_send_confirmation(...), op=op)`` (SendMessages
+    replies are not result-framed). Raises ``struct.error`` on a value out of range."""
+    return _send_reply(head, op, 1, stream_id, topic_id, partition_id, base_offset)
 
 # ---------------------------------------------------------------- declarations
 
