@@ -28,20 +28,15 @@ import asyncio
 import os
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
+from ports import free_port  # noqa: E402  (a sibling module: benchmarks run as scripts)
+
 STARTED = "headwater started"
-
-
-def _free_port(kind: int = socket.SOCK_STREAM) -> int:
-    with socket.socket(socket.AF_INET, kind) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Server:
@@ -49,7 +44,7 @@ class Server:
         self.python = python
         self.data_dir = data_dir
         self.log_path = log_path
-        self.tcp = _free_port()
+        self.tcp = free_port()
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> float:
@@ -58,10 +53,9 @@ class Server:
         args = [
             self.python, "-m", "headwater", "serve", "--data-dir", self.data_dir,
             "--tcp-address", f"127.0.0.1:{self.tcp}",
-            "--kafka-address", f"127.0.0.1:{_free_port()}",
-            "--http-address", f"127.0.0.1:{_free_port()}",
-            "--quic-address", f"127.0.0.1:{_free_port(socket.SOCK_DGRAM)}",
-            "--websocket-address", f"127.0.0.1:{_free_port()}",
+            # the other listeners on port 0 (the kernel's pick): only Iggy TCP is talked to
+            "--kafka-address", "127.0.0.1:0", "--http-address", "127.0.0.1:0",
+            "--quic-address", "127.0.0.1:0", "--websocket-address", "127.0.0.1:0",
             "--with-default-root-credentials",
         ]
         env = {k: v for k, v in os.environ.items() if not k.startswith("HEADWATER_")}

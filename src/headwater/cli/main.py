@@ -103,9 +103,12 @@ def serve(config_path, data_dir, tcp_address, kafka_address, http_address, quic_
     """
     # the server's modules are imported here, not at the top: the client commands and
     # --version would otherwise import all of them (~1.8 s) for nothing
-    from .. import app, logs
-    from ..config import ConfigError, load
-    from ..storage.api import StorageError
+    try:
+        from .. import app, logs
+        from ..config import ConfigError, load
+        from ..storage.api import StorageError
+    except KeyboardInterrupt:  # SIGINT while they import: as below
+        _interrupted_start()
 
     values = {"system.data_dir": data_dir, "tcp.address": tcp_address, "kafka.address": kafka_address,
               "http.address": http_address, "quic.address": quic_address,
@@ -125,11 +128,15 @@ def serve(config_path, data_dir, tcp_address, kafka_address, http_address, quic_
         # refusing to start is right, a traceback is not
         _cannot_start(sources.get("system.data_dir", "system.data_dir"), str(e), 1)
     except KeyboardInterrupt:
-        # SIGINT before the server took it over (while the configuration loads or the data
-        # directory opens): what started was stopped on the way out; say so in one line, as
-        # a shell expects (130)
-        click.echo(INTERRUPTED_START, err=True)
-        sys.exit(130)
+        _interrupted_start()
+
+
+def _interrupted_start() -> NoReturn:
+    """SIGINT before the server took it over (while its modules import, the configuration
+    loads or the data directory opens): what started was stopped on the way out; say so in
+    one line, as a shell expects (exit 130)."""
+    click.echo(INTERRUPTED_START, err=True)
+    sys.exit(130)
 
 
 for _module in (resources, identity, messaging, offline, inspect_cmd):
