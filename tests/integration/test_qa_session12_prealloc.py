@@ -8,7 +8,10 @@ write position, a spare of one window and a server-wide budget of reserved, unwr
   nothing held past any file's data); a clean stop too; every message reads back.
 - The ledger follows the disk: a purged topic's files are gone, so what they held must leave
   the ledger (``headwater_prealloc_held_bytes``), or the budget fills with bytes nobody holds
-  and later partitions are refused reservations (``over_budget``) until a restart.
+  and later partitions are refused reservations (``over_budget``) until a restart. Fails:
+  ``LocalPartitionLog.purge`` deletes every segment, the active one included, without
+  ``Reservations.forget_active`` / ``give_back`` (``truncate`` and ``close`` do), so the deleted
+  active segment's and index's charges stay in the ledger (PurgeStream too, by the same path).
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """QA, session 12, about out of fds at a roll (branch hw12-startstop's aim: EMFILE fences no
-partition; the code is main's, from the spare adoption of session 11, kept by hw12-prealloc).
+partition). The code at fault is main's since session 11 (b96e95a, the spare adoption in
+``LocalPartitionLog._open_next_segment``), kept by hw12-prealloc and hw12-startstop.
 
 At a roll ``LocalPartitionLog._rotate`` opens the partition directory (for the round's
 directory sync); when that open is refused (EMFILE) it asks ``_open_next_segment`` to sync the
