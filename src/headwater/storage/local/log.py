@@ -427,10 +427,16 @@ class LocalPartitionLog:
                 seg = Segment.adopt(self.directory, start, interval, spare.log_path, spare.index_path)
             except (StorageError, StorageWriteError):
                 spare.discard()  # create() below says what is wrong
+                self._reservations.forget_files(spare.inos)  # type: ignore[union-attr]
             else:
                 reserved = spare.reserved
                 if sync_dir:
-                    fsync_dir(self.directory)
+                    try:
+                        fsync_dir(self.directory)
+                    except OSError as exc:  # undone, as create() undoes a segment it half made:
+                        seg.delete()  # left under the segment's names, it would block every later roll
+                        self._reservations.forget_files(spare.inos)  # type: ignore[union-attr]
+                        raise StorageWriteError.from_os_error(f"{seg.log_path}: cannot create the segment", exc) from exc
         if seg is None:
             seg = Segment.create(self.directory, start, interval, prealloc, sync_dir)
         self._segments.append(seg)
@@ -561,8 +567,13 @@ class LocalPartitionLog:
         makes it.
         """
         self._check_open()
-        for seg in self._segments:
-            seg.delete()
+        r = self._reservations
+        # (.prealloc: the deleted files' reservations leave the budget's ledger with them)
+        with r.lock if r is not None else contextlib.nullcontext():
+            for seg in self._segments:
+                seg.delete()
+            if r is not None:
+                r.forget_active()
         self._open_sealed.clear()
         self._segments = []
         self._generation += 1

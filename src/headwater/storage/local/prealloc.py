@@ -240,6 +240,14 @@ def index_bytes_for(log_bytes: int, index_interval_bytes: int) -> int:
     return (log_bytes // max(index_interval_bytes, 1) + 1) * ENTRY_BYTES
 
 
+def _unlinked(fd: int) -> bool:
+    """Whether the file open as ``fd`` has no name left (or cannot be asked)."""
+    try:
+        return os.fstat(fd).st_nlink == 0
+    except OSError:
+        return True
+
+
 class Ledger:
     """Reserved, unwritten bytes per file (a ``charges`` dict per log, keyed by inode) and
     their ``total``, against ``budget`` (thread-safe: the worker sets, the loop drops)."""
@@ -560,6 +568,14 @@ class Reservations:
             del self.ends[ino]
         self.owner.ledger.drop(self.charges, keep)
 
+    def forget_files(self, inos: tuple[int, ...]) -> None:
+        """The files ``inos`` were deleted (a spare that could not become the segment): their
+        charges leave the ledger (loop)."""
+        with self.lock:
+            for ino in inos:
+                self.ends.pop(ino, None)
+                self.owner.ledger.set(self.charges, ino, 0)
+
     def give_back(self) -> None:
         """Delete the spare (if ready) and cut the active segment's reserved tail (loop)."""
         if self.closed:
@@ -657,7 +673,12 @@ class Reservations:
                 while position < end:
                     step = min(STEP_BYTES, end - position)
                     with self.lock:
-                        if self.closed or not self.owner._reserve(self, fd, position, step):
+                        if self.closed:
+                            return
+                        if _unlinked(fd):  # deleted since it was asked (a purge): nothing to reserve
+                            self._forget(fd)
+                            break
+                        if not self.owner._reserve(self, fd, position, step):
                             return
                     position += step
         finally:
