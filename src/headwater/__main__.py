@@ -4,24 +4,58 @@ The command's modules take a while to import (~1 s on a loaded machine: click, t
 protocol front-ends, the event loop); a SIGINT (Ctrl-C) meanwhile raises
 KeyboardInterrupt here, before the command's own handling exists. It gets what a
 later one gets: one line on stderr and exit status 130, no traceback.
+
+``serve`` also takes SIGTERM (a supervisor's stop) from the start: until the server takes
+both signals over once it serves, a SIGTERM raises :class:`StartTerminated` (a
+KeyboardInterrupt, so every clean-up a SIGINT runs runs), and the start ends with one
+line and exit status 143 (128 + 15) instead of being killed halfway (-15).
 """
 
+import signal
 import sys
+from typing import NoReturn
 
 
-INTERRUPTED_START = "headwater: start-up interrupted (SIGINT); nothing was served"
+_INTERRUPTED = "headwater: start-up interrupted ({}); nothing was served"
+INTERRUPTED_START = _INTERRUPTED.format("SIGINT")
 """The line ``serve`` prints for a SIGINT before the server took SIGINT over (exit 130)."""
 
 
+class StartTerminated(KeyboardInterrupt):
+    """SIGTERM during ``serve``'s start, before the server took SIGTERM over."""
+
+
+def _on_sigterm(_signum, _frame) -> None:
+    raise StartTerminated()
+
+
+def interrupted_start(exc: BaseException) -> NoReturn:
+    """One line on stderr for a start stopped by ``exc`` (SIGINT or SIGTERM), then exit with
+    the shell's status for that signal (130 or 143). What started was stopped on the way out
+    (the clean-ups a KeyboardInterrupt runs)."""
+    term = isinstance(exc, StartTerminated)
+    sys.stderr.write(_INTERRUPTED.format("SIGTERM" if term else "SIGINT") + "\n")
+    sys.exit(143 if term else 130)
+
+
 def run() -> None:
+    starting = "serve" in sys.argv[1:]
+    if starting:
+        signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         from .cli.main import main
-    except KeyboardInterrupt:
-        starting = "serve" in sys.argv[1:]
-        sys.stderr.write((INTERRUPTED_START if starting else "headwater: interrupted (SIGINT)") + "\n")
+    except KeyboardInterrupt as exc:
+        if starting:
+            interrupted_start(exc)
+        sys.stderr.write("headwater: interrupted (SIGINT)\n")
         sys.exit(130)
     main()
 
 
 if __name__ == "__main__":
-    run()
+    # ``python -m headwater`` runs this file as ``__main__``, a module apart from
+    # ``headwater.__main__`` that the command imports: run the latter's, so that
+    # StartTerminated is one class for the handler and the command
+    from headwater.__main__ import run as _run
+
+    _run()

@@ -9,7 +9,7 @@ from typing import NoReturn
 import click
 
 from .. import __version__
-from ..__main__ import INTERRUPTED_START
+from ..__main__ import interrupted_start
 from . import identity, inspect_cmd, messaging, offline, render, resources
 from .common import EXIT_CODES_HELP, Obj, RootGroup
 
@@ -107,8 +107,8 @@ def serve(config_path, data_dir, tcp_address, kafka_address, http_address, quic_
         from .. import app, logs
         from ..config import ConfigError, load
         from ..storage.api import StorageError
-    except KeyboardInterrupt:  # SIGINT while they import: as below
-        _interrupted_start()
+    except KeyboardInterrupt as exc:  # SIGINT (or SIGTERM) while they import: as below
+        interrupted_start(exc)
 
     values = {"system.data_dir": data_dir, "tcp.address": tcp_address, "kafka.address": kafka_address,
               "http.address": http_address, "quic.address": quic_address,
@@ -127,16 +127,8 @@ def serve(config_path, data_dir, tcp_address, kafka_address, http_address, quic_
         # a storage failure after start-up began (the message names the file):
         # refusing to start is right, a traceback is not
         _cannot_start(sources.get("system.data_dir", "system.data_dir"), str(e), 1)
-    except KeyboardInterrupt:
-        _interrupted_start()
-
-
-def _interrupted_start() -> NoReturn:
-    """SIGINT before the server took it over (while its modules import, the configuration
-    loads or the data directory opens): what started was stopped on the way out; say so in
-    one line, as a shell expects (exit 130)."""
-    click.echo(INTERRUPTED_START, err=True)
-    sys.exit(130)
+    except KeyboardInterrupt as exc:
+        interrupted_start(exc)
 
 
 for _module in (resources, identity, messaging, offline, inspect_cmd):
