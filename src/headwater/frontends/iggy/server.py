@@ -329,20 +329,12 @@ class IggyFrontend:
 
     def _send_ready(self, ctx: Context, cs: "_ConnState", head: bytes) -> bool:
         """Whether ``head`` is a SendMessages header that the full path would serve as a WRITE:
-        :meth:`_session_live`, and the header carries this connection's client id and session.
-        (Every SendMessages header runs this: ``_session_live`` and ``_client_of`` are written
-        out here, the same checks, one call fewer each.)"""
-        if cs.state is not State.AUTHENTICATED or len(head) != _HEADER:
-            return False
-        epoch = cs.epoch
-        if epoch is None or _SESSION.unpack_from(head, 184)[0] != epoch:
-            return False
-        lo, hi = _CLIENT.unpack_from(head, 128)
-        if lo | (hi << 64) != cs.client:
-            return False
-        if head[framing.COMMAND_OFFSET] != HeaderCommand.REQUEST or _SIZE.unpack_from(head, framing.SIZE_OFFSET)[0] < _HEADER:
-            return False
-        return self._still_live(ctx, cs)
+        :meth:`_session_live`, and the header carries this connection's client id and session."""
+        return (
+            self._session_live(ctx, cs, head)
+            and _SESSION.unpack_from(head, 184)[0] == cs.epoch
+            and _client_of(head) == cs.client
+        )
 
     def _poll_ready(self, ctx: Context, cs: "_ConnState", head: bytes) -> bool:
         """Whether ``head`` (a NonReplicated operation) is a PollMessages header that the full
@@ -492,8 +484,7 @@ class IggyFrontend:
         return self._send_routed(ctx, cs, head, t, p, fields[4])
 
     def _send_routed(self, ctx: Context, cs: "_ConnState", head: bytes, t, p, batch):
-        """:meth:`_send_now` of a send whose topic ``t`` and partition ``p`` are resolved
-        (:meth:`_send_done` and :meth:`_send_reply` folded in: every routed send runs this)."""
+        """:meth:`_send_now` of a send whose topic ``t`` and partition ``p`` are resolved."""
         op = cs.epoch or 0
         ctx.header = None
         t0 = _perf_counter()
@@ -501,10 +492,7 @@ class IggyFrontend:
             done = append_routed(ctx, t, p, batch)
         except Exception as e:
             return self._send_refused(head, e, t0, op)
-        if done.durable is not None:  # enforce_fsync: reply once a sync covering the batch returned
-            return self._send_durable(head, t, p, done, t0, op)
-        _SEND_TIMED.observe(_perf_counter() - t0)
-        return encode_send_reply_to_head(head, op, t.stream_id, t.id, p.id, done.base_offset)
+        return self._send_done(head, t, p, done, t0, op)
 
     def _send_done(self, head: bytes, t, p, done, t0: float, op: int):
         if done.durable is not None:  # enforce_fsync: reply once a sync covering the batch returned

@@ -175,11 +175,10 @@ class SegmentIndex:
         """Whether a batch starting at ``position`` gets an entry (the sparse rule)."""
         return self._last_position < 0 or position - self._last_position >= self.interval_bytes
 
-    def add(self, offset: int, timestamp_us: int, position: int) -> bytes:
-        """Record an entry in memory; returns its 24 bytes for the caller to persist."""
+    def add(self, offset: int, timestamp_us: int, position: int) -> None:
+        """Record an entry in memory (:meth:`flush` persists it)."""
         self.entries.extend((offset, timestamp_us, position))
         self._last_position = position
-        return _ENTRY.pack(offset, timestamp_us, position)
 
     def append(self, offset: int, timestamp_us: int, position: int) -> None:
         """Add an entry; it reaches the file with the next :meth:`flush` (see the
@@ -189,9 +188,8 @@ class SegmentIndex:
         Raises OSError from a write this append triggered (the entry stays in
         memory: :meth:`truncate_to_count` undoes it).
         """
+        self.add(offset, timestamp_us, position)
         entries = self.entries
-        entries.extend((offset, timestamp_us, position))  # (add() without the packed bytes it returns)
-        self._last_position = position
         written = self._written
         pending = len(entries) // 3 - written
         if pending >= FLUSH_ENTRIES or position - entries[3 * written + 2] >= FLUSH_LOG_BYTES:
