@@ -514,8 +514,14 @@ class Reservations:
             ino = os.fstat(fd).st_ino
         except OSError:
             return
-        self.ends.pop(ino, None)
-        self.owner.ledger.set(self.charges, ino, 0)
+        self._forget_inos((ino,))
+
+    def _forget_inos(self, inos: tuple[int, ...]) -> None:
+        """The files ``inos`` hold nothing reserved any more (``lock`` held): their records and
+        charges go."""
+        for ino in inos:
+            self.ends.pop(ino, None)
+            self.owner.ledger.set(self.charges, ino, 0)
 
     def _reservable(self) -> bool:
         """Whether this log's filesystem takes reservations (not tmpfs, not refused)."""
@@ -572,9 +578,7 @@ class Reservations:
         """The files ``inos`` were deleted (a spare that could not become the segment): their
         charges leave the ledger (loop)."""
         with self.lock:
-            for ino in inos:
-                self.ends.pop(ino, None)
-                self.owner.ledger.set(self.charges, ino, 0)
+            self._forget_inos(inos)
 
     def give_back(self) -> None:
         """Delete the spare (if ready) and cut the active segment's reserved tail (loop)."""
@@ -650,9 +654,7 @@ class Reservations:
             self._making = None
             if self.closed or (self._reservable() and spare.reserved == 0):
                 spare.discard()  # nothing reserved (over the budget, no room, an error): no spare
-                for ino in spare.inos:
-                    self.ends.pop(ino, None)
-                    owner.ledger.set(self.charges, ino, 0)
+                self._forget_inos(spare.inos)
                 self.asked = False
                 return
             spare.close_files()
@@ -698,7 +700,7 @@ class Reservations:
                         st = os.fstat(fd)
                         if i == 0 and st.st_size != log_size:
                             continue
-                        if st.st_blocks * 512 > -(-st.st_size // 4096) * 4096 + SLACK_BYTES:
+                        if held_past_data(st) > SLACK_BYTES:
                             os.ftruncate(fd, st.st_size)
                             cut = True
                     except OSError:
