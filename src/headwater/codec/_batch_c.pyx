@@ -255,8 +255,7 @@ def verify_and_stamp(batch, partition_id, base_offset, base_timestamp, bint delt
         try:
             if not _walk_sums(buf, size, size, count, deltas, fields + CHECKSUM_FIELDS_SIZE):
                 return None
-            memcpy(fields, buf, 24)  # partition_id, base_offset, base_timestamp as sent
-            memcpy(fields + 24, buf + 24, 16)  # origin_timestamp, batch_length
+            memcpy(fields, buf, 40)  # partition_id .. batch_length (u64 x 5) as sent
             memcpy(fields + 40, buf + 48, 4)  # message_count
             if xxh3_64_at(fields, CHECKSUM_FIELDS_SIZE + 8 * count) != hw_le64(buf + 40):
                 return None
