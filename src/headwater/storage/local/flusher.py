@@ -524,10 +524,7 @@ class GroupCommit:
                     return  # fenced: its waiters failed
                 waiters, self._waiters = self._waiters, []
                 self._wanted = False
-                for fut in waiters:  # each was written before this sync started
-                    if not fut.done():
-                        fut.set_result(None)
-                        self.flusher.acknowledged += 1
+                self._acknowledge(waiters)  # each was written before this sync started
                 return
             self.fence(exc)  # the flusher was shut down: these waiters cannot be made durable
 
@@ -590,8 +587,14 @@ class GroupCommit:
             self.fence(error or OSError("an earlier sync of this log failed"))
             return
         self._drop_sealed(sealed)  # synced: those segments are whole on disk
+        self._acknowledge(waiters)
+
+    def _acknowledge(self, waiters: list[asyncio.Future]) -> None:
+        """A sync that covers the writes of ``waiters`` succeeded: complete them (a cancelled
+        one, whose client left, is skipped)."""
+        flusher = self.flusher
         for fut in waiters:
-            if not fut.done():  # a cancelled waiter (its client left) is skipped
+            if not fut.done():
                 fut.set_result(None)
                 flusher.acknowledged += 1
 
@@ -606,10 +609,7 @@ class GroupCommit:
         self._drop_sealed(list(self._sealed))  # empty after a good final sync
         waiters, self._waiters = self._waiters, []
         if synced and not self._round and self._failure is None:
-            for fut in waiters:
-                if not fut.done():
-                    fut.set_result(None)
-                    self.flusher.acknowledged += 1
+            self._acknowledge(waiters)
         elif self._failure is not None:
             self._fail(waiters)
         else:
