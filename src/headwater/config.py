@@ -68,7 +68,11 @@ NOT_CONFIG_VARIABLES = frozenset({
 
 
 class ConfigError(ValueError):
-    """A refused setting: ``option`` names it as the user gave it, ``problem`` says why."""
+    """A refused setting: ``option`` names it as the user gave it, ``problem`` says why.
+
+    :func:`load` checks every setting before it raises: ``others`` holds the refused settings
+    after this first one (empty when only one was refused); :meth:`every` gives them all.
+    """
 
     def __init__(self, option: str, problem: str | None = None):
         if problem is None:  # a message already naming its option
@@ -76,6 +80,34 @@ class ConfigError(ValueError):
         super().__init__(f"{option}: {problem}" if problem else option)
         self.option = option
         self.problem = problem
+        self.others: tuple[ConfigError, ...] = ()
+
+    def every(self) -> tuple[ConfigError, ...]:
+        """This refused setting and the others found in the same :func:`load`, in the order
+    checked: each layer's values (file, environment, flags), then each key's final value."""
+        return (self, *self.others)
+
+
+class _Refusals:
+    """The ConfigErrors of one :func:`load`, gathered so a user sees every bad setting at once."""
+
+    def __init__(self) -> None:
+        self.errors: list[ConfigError] = []
+
+    def apply(self, cfg: Config, section: str, key: str, value: Any, where: str) -> Config:
+        """:func:`_apply`, a refusal noted (``cfg`` returned unchanged)."""
+        try:
+            return _apply(cfg, section, key, value, where)
+        except ConfigError as e:
+            self.errors.append(e)
+            return cfg
+
+    def raise_any(self) -> None:
+        """Raise the first refusal, the rest in its ``others``; nothing when there is none."""
+        if self.errors:
+            first = self.errors[0]
+            first.others = tuple(self.errors[1:])
+            raise first
 
 
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
@@ -416,16 +448,21 @@ def _apply(cfg: Config, section: str, key: str, value: Any, where: str) -> Confi
     return replace(cfg, **{section: replace(sec, **{key: _coerce(value, typ, where)})})
 
 
-def _check_all(cfg: Config, sources: Mapping[str, str]) -> Config:
+def _check_all(cfg: Config, sources: Mapping[str, str], refusals: _Refusals) -> Config:
     """Check every key's final value (a value a higher layer overrode is not checked);
-    returns the config with normalized values."""
+    returns the config with normalized values. A refused value is noted in ``refusals``
+    and left as it was."""
     for section in fields(Config):
         sec = getattr(cfg, section.name)
         changes = {}
         for f in fields(sec):
             dotted = f"{section.name}.{f.name}"
             value = getattr(sec, f.name)
-            checked = _check_value(dotted, value, sources.get(dotted, dotted))
+            try:
+                checked = _check_value(dotted, value, sources.get(dotted, dotted))
+            except ConfigError as e:
+                refusals.errors.append(e)
+                continue
             if checked != value:
                 changes[f.name] = checked
         if changes:
@@ -514,9 +551,13 @@ def load(
 
     ``flag_names`` maps ``"section.key"`` to the flag that set it (``"--tcp-address"``),
     for messages. ``sources``, if given, is filled with ``"section.key" -> where the
-    value came from`` for every key not left at its default. Raises ConfigError.
+    value came from`` for every key not left at its default. Raises ConfigError: the
+    first refused setting, every other one found in its ``others`` (each value given in
+    each layer and each key's final value are checked before it raises; the checks of
+    combinations, such as two listeners on one port, run once every value is good).
     """
     cfg = Config()
+    refusals = _Refusals()
     origin: dict[str, str] = {} if sources is None else sources
     if path:
         try:
@@ -526,10 +567,11 @@ def load(
             raise ConfigError("--config", f"cannot read config file {path}: {e}") from e
         for section, table in doc.items():
             if not isinstance(table, dict):
-                raise ConfigError(f"{section} in {path}", "a top-level key must be a [section]")
+                refusals.errors.append(ConfigError(f"{section} in {path}", "a top-level key must be a [section]"))
+                continue
             for key, value in table.items():
                 where = f"{section}.{key} in {path}"
-                cfg = _apply(cfg, section, key, value, where)
+                cfg = refusals.apply(cfg, section, key, value, where)
                 origin[f"{section}.{key}"] = where
     env = os.environ if env is None else env
     sections = {f.name for f in fields(Config)}
@@ -539,17 +581,19 @@ def load(
         rest = name[len("HEADWATER_"):].lower()
         section, _, key = rest.partition("_")
         if section not in sections or not key:
-            raise ConfigError(name, "unknown environment variable")
-        cfg = _apply(cfg, section, key, value, name)
+            refusals.errors.append(ConfigError(name, "unknown environment variable"))
+            continue
+        cfg = refusals.apply(cfg, section, key, value, name)
         origin[f"{section}.{key}"] = name
     for dotted, value in (overrides or {}).items():
         if value is None:
             continue
         section, _, key = dotted.partition(".")
         where = (flag_names or {}).get(dotted, dotted)
-        cfg = _apply(cfg, section, key, value, where)
+        cfg = refusals.apply(cfg, section, key, value, where)
         origin[dotted] = where
-    cfg = _check_all(cfg, origin)
+    cfg = _check_all(cfg, origin, refusals)
+    refusals.raise_any()
     _check_listeners(cfg, origin)
     if cfg.kafka.authentication_required and not cfg.kafka.sasl_enabled_mechanisms:
         raise ConfigError(

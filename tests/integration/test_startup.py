@@ -24,11 +24,12 @@ OTHER_LISTENERS = ("--http-address", "127.0.0.1:0", "--quic-address", "127.0.0.1
 
 
 def serve_fails(data_dir, *args: str, env: dict | None = None, tcp: str | None = None, kafka: str | None = None,
-                code: int | None = None):
-    """Run ``headwater serve`` expecting it to refuse; returns its one stderr line.
+                code: int | None = None, count: int = 1):
+    """Run ``headwater serve`` expecting it to refuse; returns its one stderr line (without
+    the prefix), or the list of ``count`` lines when more than one is expected.
 
-    Asserts: a non-zero exit (``code`` if given), exactly one line on stderr, nothing
-    on stdout (no password printed), no traceback anywhere."""
+    Asserts: a non-zero exit (``code`` if given), exactly ``count`` lines on stderr (one
+    per refused option), nothing on stdout (no password printed), no traceback anywhere."""
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("HEADWATER_")}
     full_env.update(env or {})
     cmd = [sys.executable, "-m", "headwater", "serve", "--data-dir", str(data_dir),
@@ -42,9 +43,11 @@ def serve_fails(data_dir, *args: str, env: dict | None = None, tcp: str | None =
     assert "Traceback" not in p.stdout + p.stderr, p.stderr
     assert p.stdout == "", p.stdout
     lines = p.stderr.splitlines()
-    assert len(lines) == 1, p.stderr
-    assert lines[0].startswith(PREFIX), lines[0]
-    return lines[0][len(PREFIX):]
+    assert len(lines) == count, p.stderr
+    for line in lines:
+        assert line.startswith(PREFIX), line
+    problems = [line[len(PREFIX):] for line in lines]
+    return problems[0] if count == 1 else problems
 
 
 def tree(path) -> dict[str, bytes | None]:
@@ -167,6 +170,20 @@ def test_a_bad_option_prints_one_line_and_creates_nothing(tmp_path, args, env, c
     assert line.startswith(start), line
     for word in words:
         assert word in line, line
+    assert not data_dir.exists()
+
+
+def test_every_bad_option_is_one_line_each_in_one_start(tmp_path):
+    """Three refused options from three layers: three lines in the order checked (each
+    layer's types: file, environment, flags; then each key's final value), exit 2, nothing
+    created."""
+    data_dir = tmp_path / "data"
+    (tmp_path / "headwater.toml").write_text("[tcp]\nmax_frame_size = -5\n")
+    lines = serve_fails(data_dir, "--config", str(tmp_path / "headwater.toml"), "--log-level", "verbose",
+                        env={"HEADWATER_TCP_ENABLED": "maybe"}, code=2, count=3)
+    assert lines[0].startswith("HEADWATER_TCP_ENABLED: ") and "'maybe'" in lines[0], lines
+    assert lines[1].startswith("tcp.max_frame_size in ") and "-5" in lines[1], lines
+    assert lines[2].startswith("--log-level: ") and "'verbose'" in lines[2], lines
     assert not data_dir.exists()
 
 

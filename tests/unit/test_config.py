@@ -295,3 +295,34 @@ def test_the_preallocation_bound_keys(tmp_path):
         load(env={"HEADWATER_SYSTEM_PREALLOCATE_WINDOW_BYTES": "100"})
     with pytest.raises(ConfigError, match="HEADWATER_SYSTEM_PREALLOCATE_BUDGET_BYTES"):
         load(env={"HEADWATER_SYSTEM_PREALLOCATE_BUDGET_BYTES": "-1"})
+
+
+def test_every_refused_setting_is_reported_at_once(tmp_path):
+    """A user fixing a config sees every bad setting in one go, not one per start: bad
+    values in the file, the environment and the flags, and each key's final value."""
+    path = tmp_path / "bad.toml"
+    path.write_text('[tcp]\naddress = 5\nnonsense = 1\n[nowhere]\nx = 1\n[system]\nretention_interval_s = -1\n')
+    e = refused(path=str(path), env={"HEADWATER_KAFKA_PORTS": "1", "HEADWATER_BOGUS": "x"},
+                overrides={"logging.level": "loud"})
+    options = [r.option for r in e.every()]
+    assert options == [
+        f"tcp.address in {path}", f"tcp.nonsense in {path}", f"nowhere.x in {path}",
+        "HEADWATER_KAFKA_PORTS", "HEADWATER_BOGUS", f"system.retention_interval_s in {path}",
+        "--log-level",
+    ], options
+    assert e.others == e.every()[1:]
+    assert "unknown key tcp.nonsense" in e.every()[1].problem
+
+
+def test_one_refused_setting_has_no_others():
+    e = refused(overrides={"tcp.address": "nope"})
+    assert e.others == () and e.every() == (e,)
+
+
+def test_combination_checks_wait_for_good_values():
+    """Two listeners on one port are reported once each value parses; a bad address is not
+    reported twice (once as a value, once as a clash)."""
+    e = refused(overrides={"tcp.address": "127.0.0.1:9092", "kafka.address": "127.0.0.1:9092"})
+    assert e.others == () and "clashes" in e.problem
+    e = refused(overrides={"tcp.address": "127.0.0.1:x", "kafka.address": "127.0.0.1:9092"})
+    assert [r.option for r in e.every()] == ["--tcp-address"]

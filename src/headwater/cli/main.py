@@ -98,8 +98,8 @@ def serve(config_path, data_dir, tcp_address, kafka_address, http_address, quic_
     Configuration precedence: defaults < --config file < HEADWATER_* environment < flags.
     Start order: validate every option, lock the data directory, bind every
     listener, then open the data and create the root user. A failure prints one
-    line "headwater: cannot start: OPTION: PROBLEM" and exits 2 for a bad
-    option, 1 otherwise.
+    line "headwater: cannot start: OPTION: PROBLEM" (one per refused option: every
+    option is checked first) and exits 2 for a bad option, 1 otherwise.
     """
     # the server's modules are imported here, not at the top: the client commands and
     # --version would otherwise import all of them (~1.8 s) for nothing
@@ -118,7 +118,10 @@ def serve(config_path, data_dir, tcp_address, kafka_address, http_address, quic_
         try:
             cfg = load(config_path, overrides=values, flag_names=_FLAGS, sources=sources)
         except ConfigError as e:
-            _cannot_start(e.option, e.problem, 2)
+            *earlier, last = e.every()  # in the order checked (config.load)
+            for refused in earlier:
+                click.echo(f"headwater: cannot start: {refused.option}: {refused.problem}", err=True)
+            _cannot_start(last.option, last.problem, 2)
         logs.setup(cfg.logging.level, cfg.logging.format)
         app.run(cfg, fresh=fresh, default_root=with_default_root_credentials, sources=sources)
     except app.StartupError as e:
