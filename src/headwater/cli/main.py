@@ -80,7 +80,7 @@ def _cannot_start(option: str, problem: str, code: int) -> NoReturn:
     sys.exit(code)
 
 
-@main.command()
+@main.command(short_help="Start the server (Kafka 9092; Iggy TCP 8090, HTTP 3000, QUIC 8080, WS 8092).")
 @click.option("--config", "config_path", help="TOML config file.")
 @click.option("--data-dir", help="Data directory (default: ./local_data).")
 @click.option("--tcp-address", help="Iggy TCP listener HOST:PORT (default 127.0.0.1:8090).")
@@ -93,7 +93,11 @@ def _cannot_start(option: str, problem: str, code: int) -> NoReturn:
 @click.option("--log-level", help="debug, info, warning, error, critical.")
 def serve(config_path, data_dir, tcp_address, kafka_address, http_address, quic_address, websocket_address,
           with_default_root_credentials, fresh, log_level) -> None:
-    """Start the server (defaults: data in ./local_data, Iggy TCP on 127.0.0.1:8090, Kafka on 127.0.0.1:9092).
+    """Start the server: data in ./local_data; Kafka on 9092, Iggy on TCP 8090, HTTP 3000, QUIC 8080, WebSocket 8092 (127.0.0.1).
+
+    Every listener is on by default, on 127.0.0.1; the HTTP port also serves the web
+    console (/console) and Prometheus metrics (/metrics). "enabled = false" under [SECTION] in
+    the --config file (or HEADWATER_SECTION_ENABLED=false) turns one off.
 
     Configuration precedence: defaults < --config file < HEADWATER_* environment < flags.
     Start order: validate every option, lock the data directory, bind every
