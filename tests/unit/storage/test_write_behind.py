@@ -172,57 +172,6 @@ def test_a_file_gone_before_its_turn_is_skipped(tmp_path):
         wb.close()
 
 
-def test_a_range_that_raises_does_not_stop_the_worker(tmp_path):
-    # (session 13: the worker is a plain thread now; an exception there would end it for good)
-    wb = WriteBehind(1)
-    try:
-        kept = tmp_path / "kept.log"
-        kept.write_bytes(os.urandom(2 * MIB))
-        wb.add("bad\0path", 0, 2 * MIB)  # os.open raises ValueError (not an OSError _call counts)
-        wb.add(str(kept), 0, 2 * MIB)
-        wb.drain()
-        assert wb.errors == 1
-        assert wb.started == 2 * MIB and wb.dropped == 2 * MIB  # the range after it was handed over
-        assert cached_bytes(str(kept)) == 0
-    finally:
-        wb.close()
-
-
-def test_close_finishes_the_queued_ranges_and_later_adds_do_nothing(tmp_path):
-    wb = WriteBehind(1)
-    files = []
-    for i in range(4):
-        f = tmp_path / f"{i}.log"
-        f.write_bytes(os.urandom(MIB))
-        files.append(str(f))
-    for f in files:
-        wb.add(f, 0, MIB)
-    wb.close()  # no drain first: close itself waits for what was queued
-    assert wb.started == 4 * MIB and wb.dropped == 4 * MIB
-    assert all(cached_bytes(f) == 0 for f in files)
-    late = tmp_path / "late.log"
-    late.write_bytes(os.urandom(MIB))
-    wb.add(str(late), 0, MIB)  # closed: ignored, no thread to take it
-    wb.drain()
-    wb.close()  # twice is harmless
-    assert wb.started == 4 * MIB
-
-
-def test_the_worker_starts_at_the_first_range(tmp_path):
-    wb = WriteBehind(8 * MIB)
-    try:
-        wb.drain()  # nothing queued and no worker: returns at once
-        assert wb._thread.ident is None  # an engine that appends nothing runs no thread
-        f = tmp_path / "one.log"
-        f.write_bytes(os.urandom(MIB))
-        wb.add(str(f), 0, MIB)
-        wb.drain()
-        assert wb._thread.is_alive() and wb.started == MIB and wb.dropped == 0  # within the budget: kept
-    finally:
-        wb.close()
-    assert not wb._thread.is_alive()
-
-
 def test_negative_budget_is_refused():
     with pytest.raises(ValueError):
         WriteBehind(-1)

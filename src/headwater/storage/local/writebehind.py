@@ -44,24 +44,18 @@ Where unavailable (no ``sync_file_range`` in the C library, no
 ``os.posix_fadvise``: not Linux) or with ``cache_bytes`` 0, :meth:`add` does
 nothing and the kernel alone decides, as before.
 
-Thread use: :meth:`add` is called on the event loop thread and only puts the range on a
-``queue.SimpleQueue`` (C: no Python-level lock, nothing to wait for); the range list and
-counters belong to the one worker thread, which takes them off that queue. (Until session 13
-the worker was a one-thread ``ThreadPoolExecutor``, whose ``submit`` takes its idle
-semaphore's condition lock, which the worker takes after each range: with the worker waiting
-for a core, the loop's ``add`` waited 1-26 ms, 3-22 times in 600 requests at load 5-6;
-docs/benchmarks.md "Ack tail at the 5 ms tick: where the time goes (session 13)".)
+Thread use: :meth:`add` is called on the event loop thread and only submits;
+the range queue and counters belong to the one worker thread.
 """
 
 from __future__ import annotations
 
 import ctypes
 import os
-import queue
 import sys
-import threading
 from collections import deque
-from typing import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Iterator
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
@@ -80,7 +74,6 @@ block bitmaps from the disk when they are not cached; an append into the same fo
 its lock (``__filemap_get_folio``), or, its block now allocated, for ``i_data_sem`` to move the
 on-disk size (``ext4_da_write_end``): the event loop blocked in ``pwrite`` for as long as that
 disk read took (up to hundreds of ms on a shared disk). A sealed segment is handed over whole."""
-_START_LOCK = threading.Lock()  # (a worker is started once, whichever thread adds first)
 CACHE_BYTES = 2 << 30
 """Default ``cache_bytes`` (``[system] write_behind_cache_bytes``)."""
 
@@ -157,11 +150,7 @@ class WriteBehind:
             raise ValueError(f"cache_bytes must be >= 0, got {cache_bytes}")
         self.cache_bytes = cache_bytes
         self.enabled = cache_bytes > 0 and available()
-        # ranges to hand over, or a callable to run there (drain), or None: stop (close)
-        self._queue: queue.SimpleQueue[tuple[str, int, int] | Callable[[], None] | None] = queue.SimpleQueue()
-        self._closed = not self.enabled
-        self._thread = threading.Thread(target=self._work, name="headwater-writebehind", daemon=True) \
-            if self.enabled else None
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix="headwater-writebehind") if self.enabled else None
         self._ranges: deque[tuple[str, int, int]] = deque()  # handed over, still cached: worker only
         self._held = 0
         self.started = 0
@@ -196,51 +185,25 @@ class WriteBehind:
     def add(self, path: str, start: int, end: int) -> None:
         """Hand over bytes ``start .. end`` of the file at ``path`` (already written with
         ``pwrite``). Returns at once; does nothing when disabled or closed."""
-        if self._closed or end <= start:
+        if self._executor is None or end <= start:
             return
-        if not self._thread.ident:  # (started at the first range: an engine that appends nothing runs none)
-            self._start()
-        self._queue.put((path, start, end))
-
-    def _start(self) -> None:
-        with _START_LOCK:
-            if not self._thread.ident:
-                self._thread.start()
+        try:
+            self._executor.submit(self._run, path, start, end)
+        except RuntimeError:  # shut down: the engine is closing
+            pass
 
     def drain(self) -> None:
         """Wait until every range handed over so far was processed (for tests)."""
-        if self._closed or not self._thread.ident:
-            return
-        done = threading.Event()
-        self._queue.put(done.set)
-        done.wait()
+        if self._executor is not None:
+            self._executor.submit(lambda: None).result()
 
     def close(self) -> None:
         """Finish the queued work, then stop the worker (ranges still cached stay cached)."""
         if self._source is not None:
             metrics.remove_source(self._source)
             self._source = None
-        if self._closed:
-            return
-        self._closed = True
-        if self._thread.ident:
-            self._queue.put(None)
-            self._thread.join()
-
-    def _work(self) -> None:
-        """The worker thread: hand over each range queued, in order, until None."""
-        get = self._queue.get
-        while True:
-            item = get()
-            if item is None:
-                return
-            try:
-                if callable(item):
-                    item()
-                else:
-                    self._run(*item)
-            except Exception:  # (hints: a failure must not stop the worker; _call counts its own)
-                self.errors += 1
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
 
     # -- the worker --------------------------------------------------------------
 
