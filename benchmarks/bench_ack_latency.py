@@ -22,7 +22,8 @@ server (its ``sitecustomize``: GC collections, per-frame receive/serve times, ro
 flushes, write-behind and flusher calls; ``--lag-ms``: an event-loop lag probe) and splits
 each stall into: client late to send, send->first byte received by the server, first byte ->
 serve (receiving the body), serve (verify, append, reply written), serve end -> ack read by the
-client. Both sides use ``time.monotonic_ns`` (one clock for every process of the machine).
+client; serve itself into verify_and_stamp, the log's append (``pwrite`` in it) and the rest, and
+per window the median make-up of the slowest 1 % of requests (those at or over p99). Both sides use ``time.monotonic_ns`` (one clock for every process of the machine).
 Server threads' CPU and run-queue wait (``/proc/<pid>/task/*/schedstat``) per window too.
 Nothing here asserts a speed; it prints what it measured.
 """
@@ -48,6 +49,7 @@ from compare_servers import Headwater  # noqa: E402
 from machine_state import page_cache_cost, warm_memory  # noqa: E402
 
 PROBE_DIR = HERE / "ack_probe"
+MAX_STALLS_PRINTED = 12  # per window (the JSON keeps them all)
 PHASES_PER_WORKER = 15  # compare_clients.py answers at most 16 RUN lines per worker
 
 
@@ -104,6 +106,10 @@ def analyse(trace: dict, probe: dict | None, stall_ms: float) -> dict:
            "late_send_ms_max": max((a - b) / 1e6 for a, b in zip(send, due)),
            "send_call_ms_p50": sorted((b - a) / 1e6 for a, b in zip(send, sent))[len(send) // 2],
            "send_call_ms_max": max((b - a) / 1e6 for a, b in zip(send, sent)),
+           "late_send_ms": tuple(round(q(sorted((a - b) / 1e6 for a, b in zip(send, due)), p), 3)
+                                 for p in (0.5, 0.99)),
+           "send_call_ms": tuple(round(q(sorted((b - a) / 1e6 for a, b in zip(send, sent)), p), 3)
+                                 for p in (0.5, 0.99)),
            "client_gc": [(round((g[0] - send[0]) / 1e6, 1), round(g[1] / 1e6, 2), g[2]) for g in trace["gc"]]}
     frames = None
     if probe is not None:
@@ -125,6 +131,13 @@ def analyse(trace: dict, probe: dict | None, stall_ms: float) -> dict:
                 col = sorted(p[j] for p in parts)
                 out[f"{name}_ms"] = (round(q(col, 0.5), 3), round(q(col, 0.99), 3), round(col[-1], 3))
             out["recv_callbacks_p50"] = sorted(f[1] for f in frames)[len(frames) // 2]
+            if len(frames[0]) > 11:  # session 13's probe: serve split, and the receive's CPU and wait
+                for j, name in ((8, "serve_verify"), (9, "serve_append"), (10, "receiving_cpu"),
+                                (11, "receiving_runq")):
+                    col = sorted(f[j] / 1e6 for f in frames)
+                    out[f"{name}_ms"] = (round(q(col, 0.5), 3), round(q(col, 0.99), 3), round(col[-1], 3))
+                col = sorted((f[3] - f[2] - f[8] - f[9]) / 1e6 for f in frames)
+                out["serve_rest_ms"] = (round(q(col, 0.5), 3), round(q(col, 0.99), 3), round(col[-1], 3))
         else:
             out["probe_note"] = f"{len(window)} server frames matched {len(send)} sends"
         t_lo, t_hi = send[0], ack[-1]
@@ -150,8 +163,26 @@ def analyse(trace: dict, probe: dict | None, stall_ms: float) -> dict:
                       serve=round((f[3] - f[2]) / 1e6, 2), serve_cpu=round(f[5] / 1e6, 2),
                       serve_runq=round(f[6] / 1e6, 2), to_ack=round((ack[i] - f[3]) / 1e6, 2),
                       recv_callbacks=f[1])
+            if len(f) > 11:
+                st.update(verify=round(f[8] / 1e6, 2), append=round(f[9] / 1e6, 2), pwrite=round(f[7] / 1e6, 2),
+                          receiving_cpu=round(f[10] / 1e6, 2), receiving_runq=round(f[11] / 1e6, 2))
         stalls.append(st)
     out["stalls"] = stalls
+    # the slowest 1 % (the requests at or over p99): each part of their path, median over them
+    tail = [i for i, ms in enumerate(lat_ms) if ms >= out["p99"]]
+    parts = {"ack": [lat_ms[i] for i in tail], "late_send": [(send[i] - due[i]) / 1e6 for i in tail],
+             "send_call": [(sent[i] - send[i]) / 1e6 for i in tail]}
+    if frames is not None:
+        for i in tail:
+            f = frames[i]
+            split = [("to_first_byte", f[0] - send[i]), ("receiving", f[2] - f[0]), ("serve", f[3] - f[2]),
+                     ("serve_cpu", f[5]), ("serve_runq", f[6]), ("to_ack", ack[i] - f[3])]
+            if len(f) > 11:
+                split += [("verify", f[8]), ("append", f[9]), ("receiving_runq", f[11])]
+            for name, v in split:
+                parts.setdefault(name, []).append(v / 1e6)
+    out["tail_n"] = len(tail)
+    out["tail_median_ms"] = {k: round(sorted(v)[len(v) // 2], 3) for k, v in parts.items() if v}
     return out
 
 
@@ -280,18 +311,34 @@ def print_window(a: dict, row: dict) -> None:
     print(f"   ack ms p50 {a['p50']:.2f} p99 {a['p99']:.2f} p99.9 {a['p999']:.2f} max {a['max']:.2f} (n {a['n']}); "
           f"client: late send max {a['late_send_ms_max']:.2f}, send() p50 {a['send_call_ms_p50']:.2f} "
           f"max {a['send_call_ms_max']:.2f}, gc {a['client_gc'] or '-'}")
-    for key in ("to_first_byte_ms", "receiving_ms", "serve_ms", "serve_cpu_ms", "serve_pwrite_ms", "to_ack_ms"):
+    print(f"   client: late send p50/p99 {a['late_send_ms']}, send() p50/p99 {a['send_call_ms']}")
+    for key in ("to_first_byte_ms", "receiving_ms", "receiving_cpu_ms", "receiving_runq_ms", "serve_ms",
+                "serve_cpu_ms", "serve_verify_ms", "serve_append_ms", "serve_pwrite_ms", "serve_rest_ms",
+                "to_ack_ms"):
         if key in a:
             print(f"   {key[:-3]:>14} p50/p99/max ms {a[key]}")
     if "recv_callbacks_p50" in a:
         print(f"   receive callbacks per frame p50 {a['recv_callbacks_p50']}")
-    for key in ("probe_note", "server_gc", "server_calls_over_1ms", "loop_lag"):
+    for key in ("probe_note", "server_gc", "loop_lag"):
         if a.get(key):
             print(f"   {key}: {a[key]}")
+    if a.get("server_calls_over_1ms"):  # per call: count, sum ms, longest ms (the JSON keeps each one)
+        by: dict[tuple, list] = {}
+        for label, _, ms, where in a["server_calls_over_1ms"]:
+            by.setdefault((label, where), []).append(ms)
+        print("   server calls (>= 1 ms, or a roll) n/sum/max ms: "
+              + ", ".join(f"{k[0]} ({k[1]}) {len(v)}/{sum(v):.1f}/{max(v):.1f}" for k, v in by.items()))
     busy = {k: v for k, v in row.get("threads", {}).items() if v[0] > 20}
     if busy:
         print(f"   server threads (CPU ms, run-queue wait ms): {busy}")
-    for st in a["stalls"]:
+    print(f"   slowest 1 % (n {a['tail_n']}), median of each part: "
+          f"{a['tail_median_ms']}")
+    stalls = a["stalls"]
+    if len(stalls) > MAX_STALLS_PRINTED:  # the longest ones, in time order
+        keep = sorted(sorted(stalls, key=lambda st: -st["ack_ms"])[:MAX_STALLS_PRINTED], key=lambda st: st["i"])
+        print(f"   {len(stalls)} batches over the stall threshold; the {MAX_STALLS_PRINTED} longest:")
+        stalls = keep
+    for st in stalls:
         print(f"   stall {st}")
     sys.stdout.flush()
 

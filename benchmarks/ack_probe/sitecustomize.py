@@ -9,7 +9,10 @@ process of the machine, so the client's send and ack times line up with these):
 - ``frames``: per SendMessages served inline, the time its first bytes were received
   (``receiving``), how many receive callbacks its bytes took, when ``serve`` started and ended,
   its size, the loop thread's CPU time and run-queue wait (``schedstat``) during ``serve``
-  (wall minus both: blocked in a system call), and the wall time of its ``pwrite`` calls;
+  (wall minus both: blocked in a system call), and the wall time of its ``pwrite`` calls; since
+  session 13 also the wall time of ``verify_and_stamp`` (XXH3 of every frame) and of the log's
+  ``append`` (its ``pwrite`` included) within ``serve``, and the loop thread's CPU time and
+  run-queue wait from the first byte to ``serve`` (the receive);
 - ``lag``: with ``HW_ACK_PROBE_LAG_MS`` (e.g. 1), a task sleeping that long in a loop, recording
   every wake-up later than the sleep by 2 ms or more, with the loop thread's CPU time and
   run-queue wait meanwhile (busy, preempted, or else blocked in a system call); it adds ~1000 timer wake-ups a second, so it is off unless asked for;
@@ -82,13 +85,14 @@ if _OUT:
         from headwater.storage.local import writebehind as wb_mod
 
         inline_cls = iggy_server._InlineRequests
-        state = {"first": 0, "updates": 0, "pwrite": 0}
+        state = {"first": 0, "updates": 0, "pwrite": 0, "verify": 0, "append": 0, "c_first": 0, "w_first": 0}
         original_receiving = inline_cls.receiving
         original_serve = inline_cls.serve
 
         def receiving(self):
             if state["first"] == 0:
                 state["first"] = _ns()
+                state["c_first"], state["w_first"] = _cpu(), _wait()
             return original_receiving(self)
 
         def serve(self, head, body):
@@ -97,9 +101,13 @@ if _OUT:
                 return original_serve(self, head, body)
             finally:
                 t1 = _ns()
+                # 8.. (session 13): verify_and_stamp ns, the log's append ns (its pwrite included),
+                # the loop thread's CPU and run-queue wait from the first byte to serve's start
                 _frames.append((state["first"] or t0, state["updates"], t0, t1, len(body), _cpu() - c0, _wait() - w0,
-                                state["pwrite"]))
-                state["first"] = state["updates"] = state["pwrite"] = 0
+                                state["pwrite"], state["verify"], state["append"],
+                                c0 - (state["c_first"] or c0), w0 - (state["w_first"] or w0)))
+                state["first"] = state["updates"] = state["pwrite"] = state["verify"] = state["append"] = 0
+                state["c_first"] = state["w_first"] = 0
 
         inline_cls.receiving = receiving
         inline_cls.serve = serve
@@ -111,6 +119,29 @@ if _OUT:
             return original_updated(self, nbytes)
 
         frames_mod.FrameReader.buffer_updated = buffer_updated
+
+        from headwater.codec import batch as batch_mod
+
+        original_verify = batch_mod.verify_and_stamp
+
+        def verify_and_stamp(*args, **kwargs):  # summed per served frame (frames' field 8)
+            t0 = _ns()
+            try:
+                return original_verify(*args, **kwargs)
+            finally:
+                state["verify"] += _ns() - t0
+
+        batch_mod.verify_and_stamp = verify_and_stamp
+        original_append = log_mod.LocalPartitionLog.append
+
+        def log_append(self, batch):  # summed per served frame (frames' field 9)
+            t0 = _ns()
+            try:
+                return original_append(self, batch)
+            finally:
+                state["append"] += _ns() - t0
+
+        log_mod.LocalPartitionLog.append = log_append
 
         _timed(log_mod.LocalPartitionLog, "_rotate", "log._rotate")
         _timed(log_mod.LocalPartitionLog, "_open_next_segment", "log._open_next_segment")

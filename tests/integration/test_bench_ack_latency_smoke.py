@@ -29,3 +29,8 @@ def test_bench_ack_latency_tiny_run_with_the_probe(tmp_path):
     analysis = window["analysis"]
     assert analysis["n"] > 0, analysis  # acks were timed
     assert analysis["serve_ms"], analysis  # and joined with the probe's frames from the server
+    # session 13's split of serve (the probe's wrappers of verify_and_stamp and the log's append ran:
+    # a value of 0 everywhere would mean they were never called) and the slowest 1 %'s make-up
+    assert analysis["serve_verify_ms"][2] > 0 and analysis["serve_append_ms"][2] > 0, analysis
+    assert {"serve_rest_ms", "receiving_cpu_ms", "receiving_runq_ms"} <= analysis.keys(), analysis
+    assert {"ack", "to_first_byte", "serve", "verify", "append"} <= analysis["tail_median_ms"].keys(), analysis
