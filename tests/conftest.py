@@ -17,3 +17,16 @@ from hypothesis import settings
 settings.register_profile("ci", deadline=None)
 settings.register_profile("thorough", deadline=None, max_examples=1000)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """Files marked ``slow`` (``pytestmark = pytest.mark.slow``: the crash loops and the smoke
+    runs, tens of seconds each) go first, every file's tests staying together and in order, the
+    rest keeping their order. pytest-xdist's ``--dist loadfile`` hands files out in this order,
+    one at a time to whichever worker is free, so the long files no longer come last and leave
+    one worker alone at the end of the run (longest first: the two workers end close together)."""
+    def slow_file(item) -> bool:
+        marks = getattr(getattr(item, "module", None), "pytestmark", [])
+        return any(m.name == "slow" for m in (marks if isinstance(marks, list) else [marks]))
+
+    items.sort(key=lambda item: not slow_file(item))  # a stable sort: order within each group kept

@@ -31,6 +31,8 @@ from kafka_wire import KafkaWire
 from test_kafka_wire import create_topic, fetch_request, metadata_request, produce, record_batch
 from test_robustness_wire import Raw, healthy, poll_body, sdk_client
 
+pytestmark = pytest.mark.slow  # a file of long tests: handed out first (tests/conftest.py)
+
 IDLE_CONNECTIONS = 5000
 FRAME_RECEIVE_TIMEOUT_S = 2
 SEND_STALL_TIMEOUT_S = 3

@@ -45,6 +45,8 @@ from headwater.codec.iggy.commands import topics as wtop
 from headwater.codec.iggy.commands import users as wu
 from headwater.codec.iggy.primitives import Consumer, Partitioning, PollingStrategy
 
+pytestmark = pytest.mark.slow  # a file of long tests: handed out first (tests/conftest.py)
+
 ROOT = ("iggy", "iggy")
 _METADATA = range(128, 160)
 

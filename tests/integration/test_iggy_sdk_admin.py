@@ -30,6 +30,8 @@ from headwater.codec.iggy.commands import segments as wseg
 from headwater.codec.iggy.commands import system as wsys
 from headwater.codec.iggy.commands import tokens as wt
 
+pytestmark = pytest.mark.slow  # a file of long tests: handed out first (tests/conftest.py)
+
 MIB = 1024 * 1024
 
 

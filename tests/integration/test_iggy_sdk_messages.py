@@ -33,6 +33,8 @@ from headwater.codec.iggy.commands import offsets as wo
 from headwater.codec.iggy.commands import system as wsys
 from headwater.codec.iggy.primitives import Consumer
 
+pytestmark = pytest.mark.slow  # a file of long tests: handed out first (tests/conftest.py)
+
 MS = datetime.timedelta(milliseconds=1)
 
 

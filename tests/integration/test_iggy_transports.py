@@ -32,6 +32,8 @@ from headwater.codec.iggy import framing
 from headwater.codec.iggy.codes import Command, EvictionReason
 from iggy_transports import Via, start_server
 
+pytestmark = pytest.mark.slow  # a file of long tests: handed out first (tests/conftest.py)
+
 FRAME_RECEIVE_TIMEOUT_S = 2
 
 

@@ -24,6 +24,8 @@ from hw_server import ServerProcess, free_port
 from kafka_wire import Closed, KafkaWire, message_classes, main_class
 from kio.static.constants import EntityType
 
+pytestmark = pytest.mark.slow  # a file of long tests: handed out first (tests/conftest.py)
+
 PASSWORD = "alice-secret"
 MECHANISMS = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
 KCAT = shutil.which("kcat")

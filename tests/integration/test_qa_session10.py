@@ -51,6 +51,8 @@ from test_iggy_raw import ROOT, RawConnection, _wire_permissions, send_batch
 from test_robustness_fsync import failing_disk, send_until_fenced
 from test_robustness_wire import healthy, run, sdk_client
 
+pytestmark = pytest.mark.slow  # a file of long tests: handed out first (tests/conftest.py)
+
 POLL = int(Command.POLL_MESSAGES)
 SEND = int(Command.SEND_MESSAGES)
 UNAUTHORIZED = 41

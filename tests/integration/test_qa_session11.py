@@ -9,8 +9,10 @@ passes were tried this session and reverted), on real server processes with real
   half a segment), with the compiled workers and with ``HEADWATER_NO_EXTENSIONS=1``: every
   acknowledged message reads back byte-identical at its offset, offsets contiguous; after each
   restart no spare file is left, no sealed segment holds blocks past its end, and the offline
-  ``headwater verify`` and ``dump`` agree with the server.
-- A data directory on tmpfs (no block reservation there; spares are still made).
+  ``headwater verify`` and ``dump`` agree with the server (the pure-Python run:
+  ``test_qa_session11_crash_py.py``; bounded kill-restart cycles by default, more with ``-m soak``).
+- A data directory on tmpfs (no block reservation there; spares are still made):
+  ``test_qa_session11_tmpfs.py``.
 - A full ext4 filesystem (a loop device with no root-reserved blocks) while another partition
   holds a spare and a reserved tail: the append that runs out gets them back and succeeds;
   once everything is used the refusal is Iggy 4006, nothing acknowledged is lost, and writes come
@@ -44,6 +46,8 @@ import pytest
 
 from hw_server import ServerProcess, free_port
 from test_robustness_wire import healthy, run, sdk_client
+
+pytestmark = pytest.mark.slow  # a file of long tests: handed out first (tests/conftest.py)
 
 MIB = 1 << 20
 STREAM = "qa11"
@@ -235,8 +239,9 @@ def offline_checks(server) -> None:
     assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stdout + r.stderr
 
 
-@pytest.mark.parametrize("workers", ["compiled", "pure-python"])
-def test_sigkill_at_random_moments_across_rolls_with_spares(tmp_path, workers):
+def sigkill_at_random_moments_across_rolls_with_spares(tmp_path, workers: str, cycles: int) -> None:
+    """``cycles`` rounds of produce, SIGKILL at a random moment, restart, check. The kill moments
+    come from a seeded generator, so a bounded run's kills are the first ones of a longer run's."""
     env = {"HEADWATER_NO_EXTENSIONS": "1"} if workers == "pure-python" else {}
     server = ServerProcess(tmp_path / "data", free_port(), free_port(), extra_env=env)
     server.start()
@@ -245,7 +250,7 @@ def test_sigkill_at_random_moments_across_rolls_with_spares(tmp_path, workers):
         rng = random.Random(f"qa11-{workers}")
         acked: dict = {}
         saw_spare = False
-        for _ in range(3):
+        for _ in range(cycles):
             produce_then_kill(server, acked, rng, rng.uniform(1.0, 3.5))
             saw_spare = saw_spare or bool(spare_files(server.data_dir))
             server.start()
@@ -265,7 +270,16 @@ def test_sigkill_at_random_moments_across_rolls_with_spares(tmp_path, workers):
             server.stop()
 
 
-# --------------------------------------------------------------------------- tmpfs
+# Two kill-restart cycles in the default run (the second kills a server whose recovery swept the
+# first kill's spares and that has made new ones since); six with ``-m soak`` (README, "Soak and
+# fuzz runs"). The pure-Python hot loops: test_qa_session11_crash_py.py (a file of its own, so
+# pytest-xdist runs the two on different workers).
+@pytest.mark.parametrize("cycles", [2, pytest.param(6, marks=pytest.mark.soak)])
+def test_sigkill_at_random_moments_across_rolls_with_spares(tmp_path, cycles):
+    sigkill_at_random_moments_across_rolls_with_spares(tmp_path, "compiled", cycles)
+
+
+# --------------------------------------------------------------------------- tmpfs and ext4 mounts
 
 
 @contextlib.contextmanager
@@ -303,25 +317,3 @@ def mounted(kind: str, directory: Path, size_mb: int):
             subprocess.run(["losetup", "-d", loop], capture_output=True)
         if image.exists():
             image.unlink()
-
-
-def test_tmpfs_data_dir_spares_without_reservations_survive_sigkill(tmp_path):
-    with mounted("tmpfs", tmp_path / "mnt", 1024) as mnt:
-        server = ServerProcess(mnt / "data", free_port(), free_port())
-        server.start()
-        try:
-            run(_setup(server))
-            rng = random.Random("qa11-tmpfs")
-            acked: dict = {}
-            for _ in range(2):
-                produce_then_kill(server, acked, rng, rng.uniform(1.5, 3.0))
-                for path in spare_files(server.data_dir):  # made, with nothing reserved
-                    assert os.stat(path).st_size == 0
-                server.start()
-                assert not spare_files(server.data_dir)
-                check_acked(server, acked)
-            server.stop()
-            offline_checks(server)
-        finally:
-            if server.proc is not None:
-                server.stop()

@@ -41,6 +41,8 @@ from kafka_wire import record_batch
 from test_kafka_wire import FETCH, fetch_request, produce
 from test_robustness_wire import Closed, Raw, healthy, poll_body, polled, run, sdk_client
 
+pytestmark = pytest.mark.slow  # a file of long tests: handed out first (tests/conftest.py)
+
 BATCHES = 40  # per partition, 3 messages each
 INVALID_MESSAGE_CHECKSUM = 4027
 CORRUPT_MESSAGE = 2

@@ -24,6 +24,8 @@ from headwater.codec import batch as batch_codec
 from headwater.codec.iggy.commands import messages as wm
 from test_robustness_wire import Raw, healthy, poll_body, polled, run, sdk_client
 
+pytestmark = pytest.mark.slow  # a file of long tests: handed out first (tests/conftest.py)
+
 PAYLOAD = b"x" * 80
 
 

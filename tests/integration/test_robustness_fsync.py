@@ -34,6 +34,8 @@ from test_robustness_wire import healthy, run, sdk_client
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "storage"))
 from failing_disk import failing_disk  # noqa: E402
 
+pytestmark = pytest.mark.slow  # a file of long tests: handed out first (tests/conftest.py)
+
 KAFKA_STORAGE_ERROR = 56
 
 FSYNC = {"enforce_fsync": "true"}

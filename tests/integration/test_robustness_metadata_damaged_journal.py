@@ -15,6 +15,8 @@ import pytest
 
 from headwater.storage.local.metadata import LocalMetadataStore
 
+pytestmark = pytest.mark.slow  # a file of long tests: handed out first (tests/conftest.py)
+
 
 async def _make(server, stream: str) -> None:
     c = ig.IggyClient(server.iggy_address)

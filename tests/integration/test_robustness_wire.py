@@ -37,6 +37,8 @@ from headwater.codec.iggy.commands import messages as wm
 from headwater.codec.iggy.commands import offsets as wo
 from headwater.codec.iggy.primitives import Consumer, Partitioning, PollingStrategy, encode_name
 
+pytestmark = pytest.mark.slow  # a file of long tests: handed out first (tests/conftest.py)
+
 HEADER = framing.HEADER_SIZE
 DEFAULT_MAX_FRAME = 64 * 1024 * 1024
 _METADATA = range(128, 160)

@@ -19,6 +19,8 @@ import pytest
 from hw_server import ServerProcess, free_port
 from test_iggy_restart import all_messages, login
 
+pytestmark = pytest.mark.slow  # a file of long tests: handed out first (tests/conftest.py)
+
 PREFIX = "headwater: cannot start: "
 OTHER_LISTENERS = ("--http-address", "127.0.0.1:0", "--quic-address", "127.0.0.1:0", "--websocket-address", "127.0.0.1:0")
 

@@ -27,6 +27,8 @@ from headwater import _native
 from headwater.codec import batch as B
 from headwater.codec.errors import CodecError
 
+pytestmark = pytest.mark.slow  # a file of long tests: handed out first (tests/conftest.py)
+
 if _native.DISABLED:
     pytest.skip("HEADWATER_NO_EXTENSIONS=1: the compiled walks are disabled", allow_module_level=True)
 if B._compiled is None:

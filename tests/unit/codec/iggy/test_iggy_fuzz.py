@@ -20,6 +20,8 @@ from headwater.codec.iggy.framing import (
 from headwater.codec.iggy.version import decode_client_version_info, decode_login_register_any
 from iggy_strategies import REPLIES, REQUESTS
 
+pytestmark = pytest.mark.slow  # a file of long tests: handed out first (tests/conftest.py)
+
 FUZZ = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 

@@ -40,6 +40,8 @@ from headwater.codec.iggy.schema import (
 from headwater.codec.iggy import version as V
 from test_iggy_fuzz import mutated
 
+pytestmark = pytest.mark.slow  # a file of long tests: handed out first (tests/conftest.py)
+
 CHECKS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 # (name, strategy, declaration) of every reply payload with a declaration
