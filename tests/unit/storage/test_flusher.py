@@ -699,3 +699,110 @@ def test_a_round_whose_dup_finds_no_fd_syncs_inline_and_acknowledges_without_fen
 
     asyncio.run(go())
     assert log.next_offset == 15
+
+
+# -- waking the loop: the compiled workers write an eventfd the loop watches, no GIL --------------
+
+def test_a_compiled_round_wakes_its_loop_through_the_eventfd_and_python_ones_call_back(make_log, flusher):
+    """A round with waiters ends by waking the loop: a compiled worker through the flusher's
+    eventfd (the loop then runs the round's call back), a Python worker with
+    ``call_soon_threadsafe``. Either way every waiter is acknowledged after its round."""
+    log = make_log()
+
+    async def go():
+        for _ in range(5):
+            before = flusher.rounds
+            await append_one(log)
+            assert flusher.rounds > before
+
+    asyncio.run(go())
+    assert flusher.acknowledged == 5
+    if flusher.native:
+        assert flusher.rounds_woken_by_fd >= 5  # each round with a waiter came back that way
+    else:
+        assert flusher.rounds_woken_by_fd == 0
+
+
+def test_a_new_loop_watches_the_eventfd_once_the_old_one_closed(make_log, flusher):
+    """One flusher serves a loop, then (that loop closed) another: the second registers the
+    eventfd again, and its waiters complete through it."""
+    log = make_log()
+
+    async def go():
+        for _ in range(3):
+            await append_one(log)
+
+    asyncio.run(go())
+    first = flusher.rounds_woken_by_fd
+    asyncio.run(go())
+    assert flusher.acknowledged == 6
+    assert flusher.rounds_woken_by_fd - first == (3 if flusher.native else 0)
+
+
+def test_a_second_loop_running_meanwhile_is_called_back_with_the_gil(make_log, flusher):
+    """While one loop watches the eventfd, the rounds of a log served by another loop (in another
+    thread) are called back by their worker as before: both loops' waiters complete, and only
+    the watching loop's rounds are counted as woken through the fd."""
+    watched, other = make_log(), make_log()
+    started, finish = threading.Event(), threading.Event()
+    outcome: list = []
+
+    async def first():
+        await append_one(watched)  # this loop now watches the eventfd
+        started.set()
+        while not finish.is_set():
+            await asyncio.sleep(0.001)
+        await append_one(watched)
+
+    async def second():
+        for _ in range(4):
+            await append_one(other)
+
+    def in_thread():
+        try:
+            asyncio.run(second())
+            outcome.append("ok")
+        except BaseException as exc:  # pragma: no cover - reported below
+            outcome.append(exc)
+        finally:
+            finish.set()
+
+    async def main():
+        task = asyncio.ensure_future(first())
+        await asyncio.get_running_loop().run_in_executor(None, started.wait)
+        thread = threading.Thread(target=in_thread)
+        thread.start()
+        await task
+        thread.join()
+
+    asyncio.run(main())
+    assert outcome == ["ok"]
+    assert flusher.acknowledged == 6
+    if flusher.native:
+        assert flusher.rounds_woken_by_fd == 2  # the watching loop's two; the other four called back
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc/self/fd")
+def test_closing_the_flusher_on_its_loop_closes_the_eventfd(tmp_path, native):
+    flusher = Flusher(native=native)
+    log = LocalPartitionLog.open(str(tmp_path / "p"), FSYNC, flusher)
+
+    def eventfds() -> int:
+        n = 0
+        for name in os.listdir("/proc/self/fd"):
+            try:
+                n += "eventfd" in os.readlink(f"/proc/self/fd/{name}")
+            except OSError:
+                pass
+        return n
+
+    async def go():
+        before = eventfds()
+        await append_one(log)
+        assert eventfds() - before == (1 if native else 0)  # (asyncio's own loop wakes through a socket pair)
+        log.close()
+        flusher.close()
+        return before
+
+    before = asyncio.run(go())
+    assert eventfds() <= before  # the flusher's is closed (the loop's own went with the loop)
