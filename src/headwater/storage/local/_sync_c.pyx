@@ -22,11 +22,6 @@ rounds (one in flight at a time). :class:`SyncQueue` is a FIFO shared by the
 worker threads of one Flusher (Python threads that enter :meth:`SyncQueue.run`
 and release the GIL there); it also runs plain Python callables, in order with
 the rounds (taking the GIL for them).
-
-A round armed ``by_fd`` does not call back with the GIL: its worker puts the round's
-job on the queue's ``woken`` list and writes the queue's eventfd (when the list was
-empty), and the loop watching that fd calls :meth:`SyncQueue.drain`, which runs the
-call backs there. The job keeps its Round alive until the drain released it.
 """
 
 from cpython.ref cimport PyObject, Py_INCREF, Py_DECREF
@@ -51,13 +46,6 @@ cdef extern from "<pthread.h>" nogil:
 cdef extern from "<unistd.h>" nogil:
     int fdatasync(int)
     int close(int)
-    ssize_t read(int, void *, size_t)
-    ssize_t write(int, const void *, size_t)
-
-cdef extern from "<sys/eventfd.h>" nogil:
-    int eventfd(unsigned int, int)
-    int EFD_NONBLOCK
-    int EFD_CLOEXEC
 
 cdef extern from "<sched.h>" nogil:
     int sched_yield()
@@ -88,7 +76,6 @@ cdef struct RoundState:
     int *fds
     int nfds
     int wake
-    int by_fd  # wake the loop through the queue's eventfd (no GIL) instead of the call back
     int done
     int asked
     int calls
@@ -110,8 +97,7 @@ cdef void _call_back(PyObject *owner) noexcept with gil:
         pass
 
 
-cdef int _run_round(RoundState *s) noexcept nogil:
-    """Run the round; 1 when the loop must be woken through the queue's eventfd (``by_fd``)."""
+cdef void _run_round(RoundState *s) noexcept nogil:
     cdef int i, calls = 0, err = 0
     cdef double t0 = _now()
     for i in range(s.nfds):
@@ -127,10 +113,6 @@ cdef int _run_round(RoundState *s) noexcept nogil:
     s.calls = calls
     s.err = err
     s.seconds = _now() - t0
-    if s.by_fd:  # the caller (SyncQueue.run) hands the round to the loop through the eventfd
-        hw_sync_store(&s.done, 1)
-        # "done" stored above, "asked" read here: see the module docstring
-        return 1 if (s.wake or err or hw_sync_load(&s.asked)) else 0
     if s.wake or err:
         with gil:  # done and the call back together: the loop settles after the call back is queued
             hw_sync_store(&s.done, 1)
@@ -139,7 +121,6 @@ cdef int _run_round(RoundState *s) noexcept nogil:
         hw_sync_store(&s.done, 1)
         if hw_sync_load(&s.asked):  # "done" stored above, "asked" read here: see the module docstring
             _call_back(s.owner)
-    return 0
 
 
 cdef class Round:
@@ -163,10 +144,8 @@ cdef class Round:
         if self.st.fds != NULL:
             free(self.st.fds)
 
-    cdef int arm(self, list fds, bint wake, bint by_fd) except -1:
-        """Take ``fds`` (ownership: the worker closes every one): once per Round. ``by_fd``:
-        the worker wakes the loop through its queue's eventfd (:meth:`SyncQueue.drain` then
-        calls ``callback`` on the loop) instead of calling ``callback`` itself with the GIL."""
+    cdef int arm(self, list fds, bint wake) except -1:
+        """Take ``fds`` (ownership: the worker closes every one): once per Round."""
         cdef Py_ssize_t n = len(fds), i
         if self.st.fds != NULL:
             raise RuntimeError("a Round runs once")
@@ -177,7 +156,6 @@ cdef class Round:
             self.st.fds[i] = fds[i]
         self.st.nfds = <int> n
         self.st.wake = 1 if wake else 0
-        self.st.by_fd = 1 if by_fd else 0
         self.st.calls = 0
         self.st.err = 0
         self.st.seconds = 0.0
@@ -221,9 +199,6 @@ cdef class SyncQueue:
     cdef Job *head
     cdef Job *tail
     cdef Job *finished
-    cdef Job *woken  # rounds whose loop is to be woken, handed over to drain() (newest first)
-    cdef int efd     # the eventfd a worker writes after handing a round over (-1: none yet)
-    cdef readonly long long drained  # rounds drain() handed to their loop (tests, benchmarks)
     cdef int shut
     cdef int idle    # workers in the condition wait
     cdef int queued  # jobs in the queue, not taken yet
@@ -231,9 +206,7 @@ cdef class SyncQueue:
     def __cinit__(self):
         pthread_mutex_init(&self.lock, NULL)
         pthread_cond_init(&self.ready, NULL)
-        self.head = self.tail = self.finished = self.woken = NULL
-        self.efd = -1
-        self.drained = 0
+        self.head = self.tail = self.finished = NULL
         self.shut = 0
         self.idle = 0
         self.queued = 0
@@ -241,9 +214,6 @@ cdef class SyncQueue:
     def __dealloc__(self):
         _release(self.head)
         _release(self.finished)
-        _release(self.woken)
-        if self.efd >= 0:
-            close(self.efd)
         pthread_cond_destroy(&self.ready)
         pthread_mutex_destroy(&self.lock)
 
@@ -274,66 +244,14 @@ cdef class SyncQueue:
             pthread_mutex_unlock(&self.lock)
         _release(done)
 
-    def wake_fd(self):
-        """The eventfd the workers write to wake the loop without the GIL (made on first use;
-        the loop watches it and calls :meth:`drain`). Raises OSError (no fd left)."""
-        if self.efd < 0:
-            fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)
-            if fd < 0:
-                raise OSError(errno, "eventfd failed")
-            self.efd = fd
-        return self.efd
-
-    def close_wake_fd(self):
-        """Close the eventfd (once nothing watches it any more)."""
-        if self.efd >= 0:
-            close(self.efd)
-            self.efd = -1
-
-    def drain(self):
-        """On the loop, when the eventfd is readable: call back (``Round.callback``) every
-        round a worker handed over since the last drain, oldest first. Returns how many."""
-        cdef unsigned long long count
-        cdef Job *j
-        cdef Job *rev = NULL
-        cdef Job *n
-        cdef long long k = 0
-        with nogil:
-            if self.efd >= 0:
-                read(self.efd, &count, 8)  # reset before taking the list: a later hand-over writes again
-            pthread_mutex_lock(&self.lock)
-            j = self.woken
-            self.woken = NULL
-            pthread_mutex_unlock(&self.lock)
-        while j != NULL:  # newest first: reverse
-            n = j.next
-            j.next = rev
-            rev = j
-            j = n
-        while rev != NULL:
-            n = rev.next
-            rev.next = NULL
-            k += 1
-            try:
-                (<Round> rev.call).callback()
-            except BaseException:
-                pass
-            _release(rev)
-            rev = n
-        self.drained += k
-        return k
-
-    def submit_round(self, Round r, list fds, bint wake, bint by_fd=False):
+    def submit_round(self, Round r, list fds, bint wake):
         """Queue a round of ``r`` (a new Round) over ``fds`` (the worker closes them all);
-        ``wake``: call the loop back when it returned. ``by_fd`` (needs :meth:`wake_fd`): the
-        worker wakes the loop through the eventfd instead of calling back with the GIL."""
+        ``wake``: call the loop back when it returned."""
         cdef Job *job = <Job *> malloc(sizeof(Job))
         if job == NULL:
             raise MemoryError()
-        if by_fd and self.efd < 0:
-            raise RuntimeError("submit_round(by_fd=True) before wake_fd()")
         try:
-            r.arm(fds, wake, by_fd)
+            r.arm(fds, wake)
         except BaseException:
             free(job)
             raise
@@ -373,8 +291,6 @@ cdef class SyncQueue:
         and the queue is empty."""
         cdef Job *job = NULL
         cdef PyObject *call
-        cdef int handed = 0
-        cdef unsigned long long one = 1
         while True:
             with nogil:
                 pthread_mutex_lock(&self.lock)
@@ -382,7 +298,6 @@ cdef class SyncQueue:
                     job.next = self.finished
                     self.finished = job
                     job = NULL
-                handed = 0
                 while self.head == NULL and not self.shut:
                     hw_sync_store(&self.idle, hw_sync_load(&self.idle) + 1)
                     pthread_cond_wait(&self.ready, &self.lock)
@@ -396,20 +311,8 @@ cdef class SyncQueue:
                     hw_sync_store(&self.queued, self.queued - 1)
                 pthread_mutex_unlock(&self.lock)
                 if job != NULL and job.round != NULL:
-                    if _run_round(job.round):
-                        # hand the round (its Job keeps the Round alive) to the loop's drain(),
-                        # then wake the loop if nothing handed over before is waiting for it
-                        pthread_mutex_lock(&self.lock)
-                        handed = 2 if self.woken == NULL else 1
-                        job.next = self.woken
-                        self.woken = job
-                        pthread_mutex_unlock(&self.lock)
-                        job = NULL
-                        if handed == 2:
-                            write(self.efd, &one, 8)
+                    _run_round(job.round)
             if job == NULL:
-                if handed:
-                    continue
                 return
             if job.round == NULL:
                 call = job.call

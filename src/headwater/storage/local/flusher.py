@@ -86,16 +86,6 @@ round is in flight) read by the worker with sequentially consistent atomics
 instead of the GIL's ordering; the worker always closes the round's fds. The
 pure-Python workers are the reference (``Flusher(native=False)``,
 ``HEADWATER_NO_EXTENSIONS=1``); the tests run on both.
-
-Waking the loop without the GIL (compiled workers): the flusher has one eventfd, which
-the first running loop that starts a round watches (``add_reader``; again on a new loop
-once that one closed). A round of that loop that must wake it is handed to the queue's
-list of woken rounds and the eventfd written, all without the GIL; the loop's reader
-(``SyncQueue.drain``) then runs each round's call back, which settles it and starts the next
-one right there (:meth:`GroupCommit._woken`). Before, the worker took the GIL for
-``call_soon_threadsafe``: a GIL hand-off with the loop thread per wake-up. Rounds of another
-loop running at the same time are called back with the GIL as before. The flusher's close,
-on the watching loop, delivers what is left and closes the eventfd.
 """
 
 from __future__ import annotations
@@ -194,7 +184,6 @@ class Flusher:
         self._finished = itertools.count(1)  # loop thread and the workers each advance their own
         self._last_submitted = self._last_finished = 0
         self._shut = False
-        self._fd_loop: asyncio.AbstractEventLoop | None = None  # the loop watching the workers' eventfd
         self.write_behind = WriteBehind(write_behind_cache_bytes)
         self.preallocator = Preallocator(preallocate, preallocate_window_bytes, preallocate_budget_bytes)
         self.rounds = 0
@@ -244,55 +233,14 @@ class Flusher:
         """Whether rounds run on the compiled workers (:mod:`._sync_c`)."""
         return self._native is not None
 
-    def submit_round(self, round_, fds: list[int], wake: bool, loop: asyncio.AbstractEventLoop | None = None) -> None:
+    def submit_round(self, round_, fds: list[int], wake: bool) -> None:
         """Queue a compiled round (``round_``: a new ``_sync_c.Round``) over ``fds``, which the
         worker closes, all of them, once it synced them (RuntimeError once closed: the fds are
-        then still the caller's). Only when :attr:`native`.
-
-        ``loop`` (the running loop the round's log belongs to): when the flusher's eventfd is
-        watched by it (:meth:`_watched_by`), the worker wakes it through that fd without the
-        GIL and the loop calls the round's call back; otherwise the worker calls it back."""
+        then still the caller's). Only when :attr:`native`."""
         if self._shut:
             raise RuntimeError("the flusher is closed")
         self._native_worker()
-        by_fd = loop is not None and self._watched_by(loop)
-        self._native.submit_round(round_, fds, wake, by_fd)  # type: ignore[union-attr]
-
-    @property
-    def rounds_woken_by_fd(self) -> int:
-        """Compiled rounds whose loop was woken through the eventfd (0 for the Python workers)."""
-        return self._native.drained if self._native is not None else 0
-
-    def _watched_by(self, loop: asyncio.AbstractEventLoop) -> bool:
-        """Whether ``loop`` watches the workers' eventfd (made and registered here on first use;
-        again on a new loop once the one watching it closed). One loop at a time: rounds of
-        another loop running meanwhile are called back by their worker, with the GIL, as before."""
-        watcher = self._fd_loop
-        if watcher is loop:
-            return True
-        if watcher is not None and not watcher.is_closed():
-            return False
-        try:
-            loop.add_reader(self._native.wake_fd(), self._native.drain)  # type: ignore[union-attr]
-        except (OSError, NotImplementedError, RuntimeError):
-            return False  # no fd left, or a loop without add_reader: call backs with the GIL
-        self._fd_loop = loop
-        return True
-
-    def _unwatch(self) -> None:
-        """At close, once the workers stopped: deliver what they handed over and stop watching
-        the eventfd (from the watching loop's thread; left open while another thread's loop
-        still watches it, so that loop never polls a reused fd number)."""
-        watcher, native = self._fd_loop, self._native
-        if native is None or watcher is None:
-            return
-        if not watcher.is_closed():
-            if _running_loop() is not watcher:
-                return
-            native.drain()
-            watcher.remove_reader(native.wake_fd())
-        self._fd_loop = None
-        native.close_wake_fd()
+        self._native.submit_round(round_, fds, wake)  # type: ignore[union-attr]
 
     def _native_worker(self) -> None:
         """Start a compiled worker when none is waiting for a job (up to ``threads``)."""
@@ -329,7 +277,6 @@ class Flusher:
                 t.join()
             if self._native is not None:
                 self._native.release()
-                self._unwatch()
         self.write_behind.close()
         self.preallocator.close()
 
@@ -552,8 +499,8 @@ class GroupCommit:
             flusher = self.flusher
             if flusher.native:
                 self._loop = loop
-                r = _sync_c.Round(self._woken)
-                flusher.submit_round(r, fds, bool(waiters or sealed), loop)  # the worker closes the fds
+                r = _sync_c.Round(self._wake)
+                flusher.submit_round(r, fds, bool(waiters or sealed))  # the worker closes the fds
                 self._round_waiters, self._round_sealed, self._round_fds = waiters, sealed, []
                 self._native_round, self._round = r, True
             else:
@@ -581,17 +528,8 @@ class GroupCommit:
                 return
             self.fence(exc)  # the flusher was shut down: these waiters cannot be made durable
 
-    def _woken(self) -> None:
-        """A compiled round's call back: :meth:`_start` right here when called on the log's loop
-        (the flusher's eventfd woke it), else through :meth:`_wake` (a worker, with the GIL)."""
-        loop = self._loop
-        if loop is not None and _running_loop() is loop:
-            self._start(loop)
-        else:
-            self._wake()
-
     def _wake(self) -> None:
-        """On a compiled round's worker, with the GIL: :meth:`_start` on the loop."""
+        """A compiled round's call back (on its worker, with the GIL): :meth:`_start` on the loop."""
         loop = self._loop
         try:
             loop.call_soon_threadsafe(self._start, loop)  # type: ignore[union-attr]
