@@ -27,9 +27,9 @@ blocks (``fallocate`` keeping the size); the roll links that spare under the new
 name when it is ready (never waiting for it). A segment not made that way has its blocks
 reserved a window ahead of its end (64 MiB by default) once it holds 8 MiB, topped up every
 half window until the spare it asks for at its first top-up is ready; the log then rolls onto
-that spare early (the top-ups run beside the appends). A server-wide budget bounds what all logs hold reserved. An append refused with ENOSPC /
-EDQUOT has every reservation given back and is retried once; a clean close cuts the active
-segment's reserved tail.
+that spare early (the top-ups run beside the appends). A server-wide budget bounds what all
+logs hold reserved. An append refused with ENOSPC / EDQUOT has every reservation given back
+and is retried once; a clean close cuts the active segment's reserved tail.
 
 Write failures (ENOSPC, EDQUOT, EIO...): a failed append is undone (index
 and log cut back to the last good size) and raised as StorageWriteError; if

@@ -125,11 +125,11 @@ position, and in a spare."""
 DEFAULT_BUDGET_BYTES = 4 << 30
 """``[system] preallocate_budget_bytes``: reserved, unwritten bytes the whole server may hold."""
 SPARE_LEAD_WINDOWS = 4
+"""The spare is asked for once the active segment is half written, or sooner once its rest is
+at most this many windows (small segments)."""
 EARLY_CHECK_BYTES = 1 << 20
 """While the spare a segment not made from a whole spare asked for is being made, that segment's
 check points come this often (bytes appended), so it rolls onto the spare soon after it is ready."""
-"""The spare is asked for once the active segment is half written, or sooner once its rest is
-at most this many windows (small segments)."""
 MIN_FREE_BYTES = 1 << 30
 MIN_FREE_SHARE = 20
 """Reserve only while at least max(``MIN_FREE_BYTES``, 1/``MIN_FREE_SHARE`` of the filesystem)
