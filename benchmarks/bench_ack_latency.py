@@ -146,7 +146,8 @@ def analyse(trace: dict, probe: dict | None, stall_ms: float) -> dict:
         out["server_calls_over_1ms"] = [(c[0], round((c[1] - send[0]) / 1e6, 1), round(c[2] / 1e6, 2),
                                          "loop" if c[3] else "thread")
                                         for c in overlapping(probe["calls"], t_lo, t_hi, lambda c: c[1], lambda c: c[2])
-                                        if c[2] >= 1_000_000 or c[0].startswith(("log.", "segment.s", "segment.c"))]
+                                        if c[2] >= 1_000_000 or c[0].startswith(("log.", "segment.s", "segment.c", "prealloc.j",
+                                                                                     "prealloc.t"))]
         # (start ms, late by ms, loop thread CPU ms, run-queue wait ms): the rest was blocked
         out["loop_lag"] = [(round((l[0] - send[0]) / 1e6, 1), round(l[1] / 1e6, 2), round(l[2] / 1e6, 2),
                             round(l[3] / 1e6, 2))

@@ -183,6 +183,17 @@ if _OUT:
             prealloc_mod = None
         if prealloc_mod is not None:
             _timed(prealloc_mod, "reserve", "prealloc.reserve")
+            _timed(prealloc_mod.Reservations, "_job_spare", "prealloc.job_spare")
+            _timed(prealloc_mod.Reservations, "_job_reserve", "prealloc.job_reserve")
+            original_take = prealloc_mod.Reservations.take_spare
+
+            def take_spare(self):  # at a roll: whether the spare was ready (hit) or not (miss)
+                spare = original_take(self)
+                _calls.append(("prealloc.take_spare:" + ("hit" if spare is not None else "miss"), _ns(), 0,
+                               threading.get_ident() == _main))
+                return spare
+
+            prealloc_mod.Reservations.take_spare = take_spare
 
         chunk = os.environ.get("HW_ACK_PROBE_CHUNK_BYTES")  # an experiment: write-behind's hand-over step
         if chunk:

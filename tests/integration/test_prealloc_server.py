@@ -195,3 +195,75 @@ def test_the_window_and_the_budget_bound_the_disk_held_and_a_clean_stop_gives_it
     finally:
         if server.proc is not None:
             server.stop()
+
+
+def wait_for_metric(server, name: str, at_least: float) -> dict[str, float]:
+    """/metrics' prealloc values once ``name`` reaches ``at_least`` (the worker runs after the
+    sends; bounded wait, then the caller's assertion says what it saw)."""
+    deadline = time.monotonic() + 30
+    while True:
+        values = metric_values(server)
+        if values.get(name, 0) >= at_least or time.monotonic() > deadline:
+            return values
+        time.sleep(0.05)
+
+
+@pytest.mark.skipif(not prealloc.available(), reason="needs Linux fallocate(2)")
+def test_a_first_segment_rolls_early_onto_its_spare_and_nothing_is_lost_or_left_reserved(tmp_path):
+    """A fresh partition's first segment is not made from a spare: it asks for one at its first
+    top-up and rolls onto it once it is ready, short (session 13: the top-ups run beside the
+    appends, on the inode they write). A real server with an 8 MiB window, 64 MiB segments:
+    ~14 MiB sent, the spare made, 2 MiB more: two segments, the first short and holding nothing
+    past its end, the second the spare (a whole segment reserved); every message polls back,
+    before and after a clean stop, which leaves nothing reserved on any file."""
+    from hw_server import ServerProcess, free_port
+
+    window, segment = 8 * MIB, 64 * MIB
+    server = ServerProcess(tmp_path / "data", free_port(), free_port(),
+                           extra_env={"HEADWATER_SYSTEM_PREALLOCATE_WINDOW_BYTES": str(window),
+                                      "HEADWATER_SYSTEM_WRITE_BEHIND_CACHE_BYTES": "0"}).start()
+    if prealloc.memory_backed(str(server.data_dir)):
+        server.stop()
+        pytest.skip("the data directory is on tmpfs: nothing is reserved there")
+    options = dict(OPTIONS, segment_size=str(segment))
+    payloads = [os.urandom(1000) for _ in range(200)]
+    sends = 0
+
+    async def send(count: int) -> None:
+        nonlocal sends
+        c = await client(server)
+        if sends == 0:
+            await c.create_stream("pa")
+            await c.create_topic("pa", "t", 1, options=options)
+        for _ in range(count):  # ~0.2 MiB each
+            await c.send_messages("pa", "t", 0, [ig.SendMessage(p) for p in payloads])
+        sends += count
+
+    async def check() -> None:
+        c = await client(server)
+        assert await poll_all(c, sends * len(payloads)) == payloads * sends
+
+    try:
+        asyncio.run(send(70))  # ~14 MiB: past the first check point (8 MiB) and the first top-up (12)
+        values = wait_for_metric(server, "headwater_prealloc_spares_total", 1)
+        assert values["headwater_prealloc_spares_total"] == 1, values
+        asyncio.run(send(10))  # ~2 MiB more: past the next check point, at most 1 MiB on
+        logs = partition_files(server, "*.log")
+        assert len(logs) == 2, logs
+        first, second = (os.stat(p) for p in logs)
+        assert 12 * MIB <= first.st_size <= 16 * MIB  # rolled early, not at 64 MiB
+        assert second.st_blocks * 512 >= segment  # the spare: the whole segment reserved
+        assert partition_files(server, prealloc.SPARE_PREFIX + "*") == []
+        values = wait_for_metric(server, "headwater_prealloc_released_total", 1)
+        assert values["headwater_prealloc_errors_total"] == 0, values
+        assert prealloc.held_past_data(os.stat(logs[0])) <= prealloc.SLACK_BYTES  # sealed: released
+        asyncio.run(check())
+        assert server.stop() == 0, server.log()
+        for path in (p for p in partition_files(server, "*") if os.path.isfile(p)):
+            assert prealloc.held_past_data(os.stat(path)) <= prealloc.SLACK_BYTES, path
+        server.start()
+        asyncio.run(check())
+        assert server.stop() == 0, server.log()
+    finally:
+        if server.proc is not None:
+            server.stop()

@@ -361,10 +361,12 @@ def windowed(tmp_path):
     f.close()
 
 
-def test_the_active_segment_is_reserved_a_window_ahead_not_to_its_end(tmp_path, windowed):
-    """A segment not made from a spare (the first) is reserved a window ahead, topped up as the
-    appends advance; at half the segment a spare of a whole segment is made, and the segment
-    rolled onto it needs no top-up (its blocks were all reserved where nothing appends)."""
+def test_a_segment_not_made_from_a_spare_rolls_early_onto_one(tmp_path, windowed):
+    """A segment not made from a spare (the first) is reserved a window ahead beside the appends;
+    at its first top-up it asks for the spare (a whole segment, reserved where nothing appends)
+    and rolls onto it as soon as it is ready, short, instead of being topped up to its end
+    (each top-up's fallocate holds the inode lock the appends need: session 13). The segment
+    rolled onto needs no top-up, the short one keeps nothing reserved, and every batch reads back."""
     flusher = windowed
     d = str(tmp_path / "p")
     log = LocalPartitionLog.open(d, big_policy(), flusher)
@@ -374,33 +376,68 @@ def test_the_active_segment_is_reserved_a_window_ahead_not_to_its_end(tmp_path, 
         written = fill(log, 9)  # past ACTIVE_AFTER_BYTES: a window reserved past the end
         pre.drain()
         assert WINDOW - 2 * MIB <= held(first) <= WINDOW + prealloc.SLACK_BYTES
-        for _ in range(3):  # topped up as the appends advance, never more than a window ahead
-            written += fill(log, 7)
-            pre.drain()
-            size = log.segments()[-1].size_bytes
-            assert os.path.getsize(first) == size
-            assert WINDOW // 2 - MIB <= held(first) <= WINDOW + prealloc.SLACK_BYTES
-        assert spares(d) == []  # 30 MiB written: not half of the segment yet
-        written += fill(log, 4)  # 34 MiB: the check point at 33 is past half the segment: a spare
+        assert spares(d) == []  # written a little: no whole segment reserved for it
+        written += fill(log, 5)  # ~13.6 MiB: the first top-up was due (~12.6 MiB): the spare is asked for
+        pre.drain()  # made by now (the loop takes it at a check point after that, never waiting)
+        assert pre.spares == 1
+        written += fill(log, 2)  # past the next check point (at most EARLY_CHECK_BYTES on): the roll
+        infos = log.segments()
+        assert len(infos) == 2 and infos[0].sealed and not infos[1].sealed
+        assert 12 * MIB <= infos[0].size_bytes <= 16 * MIB  # rolled early
+        second = seg_path(d, infos[1].start_offset)
+        assert spares(d) == []  # the spare became the second segment
+        assert allocated(second) >= BIG
         pre.drain()
-        spare_log = [p for p in spares(d) if p.endswith(".log" + prealloc.SPARE_SUFFIX)]
-        assert len(spare_log) == 1
-        assert BIG <= allocated(spare_log[0]) <= BIG + prealloc.SLACK_BYTES
-        assert held_in(d) <= WINDOW + BIG + 2 * prealloc.SLACK_BYTES + MIB
-        assert pre.ledger.total >= held_in(d) - MIB  # the ledger follows the disk (counted high, not low)
-        written += fill(log, 34)  # rolls at 64 MiB (batches are ~1 MB) onto the spare
-        pre.drain()
-        assert len(log.segments()) == 2 and spares(d) == []
+        assert held(first) <= prealloc.SLACK_BYTES  # sealed: its reserved tail released
         reserved = pre.reserved
-        written += fill(log, 12)  # past the new segment's first check point
+        written += fill(log, 40)  # past the new segment's first check points and its half
         pre.drain()
-        assert pre.reserved == reserved  # no top-up: the spare's whole segment was reserved
-        second = seg_path(d, log.segments()[-1].start_offset)
-        assert held(second) >= BIG - 16 * MIB
-        assert held(first) <= prealloc.SLACK_BYTES  # sealed: released
+        assert len(log.segments()) == 2  # a whole spare's segment rolls at its size, not early
+        spare_log = [p for p in spares(d) if p.endswith(".log" + prealloc.SPARE_SUFFIX)]
+        assert len(spare_log) == 1  # the next spare, asked for at half
+        # reserved since the roll: that spare alone (no top-up of the second segment)
+        assert pre.reserved - reserved == BIG + prealloc.index_bytes_for(BIG, big_policy().index_interval_bytes)
+        assert held(second) >= BIG - 44 * MIB  # no top-up was needed: the spare was reserved whole
+        assert os.path.getsize(second) == log.segments()[-1].size_bytes
         assert b"".join(bytes(v) for v in log.read(0, 1 << 40, 1 << 40)) == b"".join(written)
     finally:
         log.close()
+    assert spares(d) == [] and pre.ledger.total == 0
+
+
+def windowed_log_at_9_mib(tmp_path, flusher):
+    """A log of BIG segments written 9 MiB (its first window reserved), its flusher's
+    preallocator and a gate for holding the worker: (preallocator, directory, log, gate, batches)."""
+    d = str(tmp_path / "p")
+    log = LocalPartitionLog.open(d, big_policy(), flusher)
+    written = fill(log, 9)
+    flusher.preallocator.drain()
+    return flusher.preallocator, d, log, threading.Event(), written
+
+
+def test_while_the_early_spare_is_made_the_appends_go_on_and_nothing_waits_for_it(tmp_path, windowed):
+    """The worker is held: the spare asked for at the first top-up waits in its queue. The log
+    neither waits nor rolls meanwhile (its check points come every EARLY_CHECK_BYTES, and a
+    top-up is asked for once less than a quarter window is left reserved); once the worker has
+    made the spare, the next append rolls onto it."""
+    pre, d, log, gate, written = windowed_log_at_9_mib(tmp_path, windowed)
+    try:
+        assert pre.submit(gate.wait)  # hold the worker
+        written += fill(log, 10)  # 19 MiB: the spare asked for (12 MiB) is not made yet
+        assert len(log.segments()) == 1 and spares(d) == []
+        gate.set()
+        pre.drain()
+        assert len([p for p in spares(d) if p.endswith(".log" + prealloc.SPARE_SUFFIX)]) == 1
+        written += fill(log, 2)
+        assert len(log.segments()) == 2 and spares(d) == []
+        pre.drain()
+        # the top-ups queued behind the spare found their segment sealed: nothing reserved there
+        assert held(seg_path(d, 0)) <= prealloc.SLACK_BYTES
+        assert b"".join(bytes(v) for v in log.read(0, 1 << 40, 1 << 40)) == b"".join(written)
+    finally:
+        gate.set()
+        log.close()
+    assert pre.ledger.total == 0
 
 
 def test_a_clean_close_leaves_nothing_reserved_and_the_ledger_empty(tmp_path, windowed):
@@ -506,23 +543,18 @@ def test_a_purge_with_a_reservation_still_queued_leaves_nothing_reserved_or_char
     segment deleted) before the reservation runs: the queued job finds its file gone and
     reserves nothing, and the ledger holds no charge for deleted files (session 12's QA found
     a purge leaving its charges in the budget until a restart)."""
-    flusher = windowed
-    pre = flusher.preallocator
-    d = str(tmp_path / "p")
-    log = LocalPartitionLog.open(d, big_policy(), flusher)
-    gate = threading.Event()
+    pre, d, log, gate, _ = windowed_log_at_9_mib(tmp_path, windowed)
     try:
-        fill(log, 9)
-        pre.drain()
         assert pre.ledger.total > 0  # a window reserved ahead of the first segment
         assert pre.submit(gate.wait)  # hold the worker: what is asked next waits in the queue
         fill(log, 5)  # past the next check point: a top-up is queued behind the gate
         log.purge()
         gate.set()
         pre.drain()
-        assert spares(d) == []  # 14 MiB written: no spare was asked for
-        assert pre.ledger.total == 0  # the new segment 0 reserves nothing before its first check point
-        assert held_in(d) <= 2 * prealloc.SLACK_BYTES
+        # the spare asked for at the first top-up (12 MiB) was made after the purge: the ledger
+        # charges only files that exist (the spare's), none of the deleted segments'
+        assert abs(pre.ledger.total - held_in(d)) <= 2 * prealloc.SLACK_BYTES
+        assert held(seg_path(d, 0)) <= prealloc.SLACK_BYTES  # the new segment 0: nothing before its first check point
         written = fill(log, 2)
         assert b"".join(bytes(v) for v in log.read(0, 1 << 40, 1 << 40)) == b"".join(written)
     finally:

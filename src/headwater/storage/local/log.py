@@ -26,9 +26,10 @@ segment is half written, a worker thread makes the next segment's files and rese
 blocks (``fallocate`` keeping the size); the roll links that spare under the new segment's
 name when it is ready (never waiting for it). A segment not made that way has its blocks
 reserved a window ahead of its end (64 MiB by default) once it holds 8 MiB, topped up every
-half window. A server-wide budget bounds what all logs hold reserved. An append refused with ENOSPC /
-EDQUOT has every reservation given back and is retried once; a clean close cuts the active
-segment's reserved tail.
+half window until the spare it asks for at its first top-up is ready; the log then rolls onto
+that spare early (the top-ups run beside the appends). A server-wide budget bounds what all
+logs hold reserved. An append refused with ENOSPC / EDQUOT has every reservation given back
+and is retried once; a clean close cuts the active segment's reserved tail.
 
 Write failures (ENOSPC, EDQUOT, EIO...): a failed append is undone (index
 and log cut back to the last good size) and raised as StorageWriteError; if
@@ -62,7 +63,7 @@ from headwater.storage.api import (
 
 from . import compaction
 from .flusher import Flusher, GroupCommit, shared_flusher
-from .prealloc import DISK_FULL, ahead_plan, first_check, index_bytes_for
+from .prealloc import DISK_FULL, EARLY_CHECK_BYTES, ahead_plan, first_check, index_bytes_for
 from .recovery import CLEAN_SHUTDOWN, RecoveryReport, recover_partition
 from .retention import segments_to_delete
 from .segment import MIN_BATCH_SIZE, Segment, fsync_dir, unpack_header
@@ -119,6 +120,8 @@ class LocalPartitionLog:
         self.marker_removal_pending = False  # open(defer_marker_sync=True): the marker's removal is not yet durable
         self._ahead_at = 1 << 62  # the active segment's size at which _ahead() runs next
         self._asked_to = 0  # the active .log's offset its reservations were asked up to
+        self._whole = False  # the active segment was made from a whole spare (every block reserved)
+        self._roll_early = False  # roll onto the ready spare after this append (see _ahead)
         self._prepare(segments[-1], 0)
 
     @classmethod
@@ -273,7 +276,8 @@ class LocalPartitionLog:
                 self._commit.request(wait=False)
         if self._write_behind is not None:
             self._hand_over(active, CHUNK_BYTES)
-        if active.size >= policy.segment_size:
+        if active.size >= policy.segment_size or self._roll_early:
+            self._roll_early = False
             try:
                 self._rotate()
             except (OSError, StorageError):
@@ -288,27 +292,51 @@ class LocalPartitionLog:
         if self._reservations is None or active.sealed:
             return
         self._asked_to = reserved
+        self._whole = reserved >= self.policy.segment_size
+        self._roll_early = False
         self._ahead_at = first_check(self.policy.segment_size, self._reservations.window, reserved)
 
     def _ahead(self, active: Segment) -> None:
         """A check point of the active segment (:func:`.prealloc.ahead_plan`): have it reserved
         off the loop up to a window ahead of its end (never past ``segment_size``; nothing to
         do in a segment made from a whole spare), and ask for the next segment's spare once it
-        is half written; next check half a window on."""
+        is half written; next check half a window on.
+
+        A segment not made from a whole spare (a partition's first, the active one after a
+        restart, a roll that came before its spare was ready) is reserved beside the appends,
+        where each ``fallocate`` holds the inode's lock the next ``pwrite`` waits for. So it
+        asks for the spare at its first top-up already, and rolls onto that spare as soon as
+        it is ready (:data:`.prealloc.EARLY_CHECK_BYTES` between check points meanwhile), when
+        more than a window of the segment is left: a short segment, then whole ones, instead
+        of a top-up every half window to its end. Until the spare is ready, the top-ups go on."""
         r = self._reservations
         if r is None:
             self._ahead_at = 1 << 62
             return
         size = self.policy.segment_size
         interval = self.policy.index_interval_bytes
-        reserve_to, self._ahead_at, spare = ahead_plan(active.size, self._asked_to, size, r.window)
-        if reserve_to > self._asked_to:
+        asked_to = self._asked_to
+        reserve_to, self._ahead_at, spare = ahead_plan(active.size, asked_to, size, r.window)
+        early = not self._whole and r.reservable and size - active.size > r.window
+        if early:
+            ready = r.spare
+            if ready is not None and ready.reserved >= size:  # a whole spare: this segment ends here
+                self._roll_early = True
+                return
+            if asked_to > 0 or spare:  # a top-up is due: the partition is being written
+                r.want_spare(size, index_bytes_for(size, interval))
+            if r.asked and r.spare is None:  # being made: look again soon
+                self._ahead_at = min(self._ahead_at, active.size + EARLY_CHECK_BYTES)
+                if asked_to - active.size >= r.window // 4:
+                    reserve_to = asked_to  # room left: no top-up (beside the appends) yet
+        if reserve_to > asked_to:
             self._asked_to = reserve_to
             try:
                 fds = active.dup_fds()
             except OSError:
                 fds = []
-            r.reserve_active(list(zip(fds, (reserve_to, index_bytes_for(reserve_to, interval)))))
+            r.reserve_active(list(zip(fds, (reserve_to, index_bytes_for(reserve_to, interval)))),
+                             lambda: not active.sealed)
         if spare:  # a whole segment: reserved where nothing appends (.prealloc says why)
             r.want_spare(size, index_bytes_for(size, interval))
 
