@@ -121,7 +121,9 @@ def test_stream_topic_partition_and_segment_commands(hw):
     hw("message", "send", renamed, "t", "--partition", 1, "a", "b", "c")
     assert hw.json("topic", "get", renamed, "t")["messages_count"] == 3
     assert hw.json("segment", "delete", renamed, "t", 1, 1)["segments_count"] == 1  # the active one stays
-    hw("topic", "update", renamed, "t", "t2", "--compression", "gzip")
+    hw("topic", "update", renamed, "t", "t2", "--compression", "gzip", "--option", "enforce_fsync=true")
+    r = hw("topic", "update", renamed, "t2", "t2", "--option", "segment_size=2MiB", code=1)
+    assert "server error 4041 (unsupported_option_key)" in r.stderr, r.stderr  # create-only
     t2 = hw.json("topic", "get", renamed, "t2")
     assert t2["compression_algorithm"] == 2 and t2["messages_count"] == 3
     hw("topic", "purge", renamed, "t2")

@@ -81,8 +81,8 @@ def _cannot_start(option: str, problem: str, code: int) -> NoReturn:
 
 
 @main.command(short_help="Start the server (Kafka 9092; Iggy TCP 8090, HTTP 3000, QUIC 8080, WS 8092).")
-@click.option("--config", "config_path", help="TOML config file.")
-@click.option("--data-dir", help="Data directory (default: ./local_data).")
+@click.option("--config", "config_path", metavar="FILE", help="TOML config file.")
+@click.option("--data-dir", metavar="DIR", help="Data directory (default: ./local_data).")
 @click.option("--tcp-address", help="Iggy TCP listener HOST:PORT (default 127.0.0.1:8090).")
 @click.option("--kafka-address", help="Kafka listener HOST:PORT (default 127.0.0.1:9092).")
 @click.option("--http-address", help="Iggy HTTP REST listener HOST:PORT (default 127.0.0.1:3000).")
@@ -103,7 +103,8 @@ def serve(config_path, data_dir, tcp_address, kafka_address, http_address, quic_
     Start order: validate every option, lock the data directory, bind every
     listener, then open the data and create the root user. A failure prints one
     line "headwater: cannot start: OPTION: PROBLEM" (one per refused option: every
-    option is checked first) and exits 2 for a bad option, 1 otherwise.
+    option is checked first) and exits 2 for a bad option, 1 otherwise; SIGINT or
+    SIGTERM before the server is ready: one line, exit 130 or 143.
     """
     # the server's modules are imported here, not at the top: the client commands and
     # --version would otherwise import all of them (~1.8 s) for nothing

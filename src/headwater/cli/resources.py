@@ -86,6 +86,10 @@ def _details(out: str, value, what: str, columns, children: str, child_columns) 
 
 _option_flag = click.option("--option", "options", multiple=True, metavar="KEY=VALUE",
                             help="A topic or stream option (repeatable), e.g. segment_size=16MiB.")
+_update_option_flag = click.option(
+    "--option", "options", multiple=True, metavar="KEY=VALUE",
+    help="A topic option to change (repeatable), e.g. enforce_fsync=true; segment_size and "
+         "preallocate_segments are create-only (server error 4041).")
 
 
 # ---------------------------------------------------------------- streams
@@ -204,9 +208,9 @@ def topic_create(client, out, stream_id, name, partitions_count, compression, me
 @click.argument("topic_id", type=ID)
 @click.argument("name", type=NAME)
 @_with_topic_settings
-@_option_flag
+@_update_option_flag
 def topic_update(client, out, stream_id, topic_id, name, compression, message_expiry, max_topic_size, options):
-    """Rename a topic and change its compression, expiry or maximum size."""
+    """Rename a topic (NAME: its new name, or the same one) and change its options: compression, expiry, maximum size, durability (--option)."""
     block = options_block(options, compression_algorithm=compression, message_expiry=message_expiry,
                           max_topic_size=max_topic_size)
     client.call(wt.UpdateTopic(stream_id, topic_id, name, block))

@@ -98,7 +98,21 @@ TOPIC_OPTION_KEYS = (
     CONSUMER_OFFSET_DURABILITY,
     *COMPACTION_KEYS,
 )
-UPDATABLE_TOPIC_OPTION_KEYS = (COMPRESSION_ALGORITHM, MESSAGE_EXPIRY, MAX_TOPIC_SIZE, *COMPACTION_KEYS)
+UPDATABLE_TOPIC_OPTION_KEYS = (
+    COMPRESSION_ALGORITHM,
+    MESSAGE_EXPIRY,
+    MAX_TOPIC_SIZE,
+    # the durability keys apply from the next append on (the partition logs read the policy per
+    # append), so a topic created without them (a Kafka CreateTopics, say) can get them later
+    ENFORCE_FSYNC,
+    MESSAGES_REQUIRED_TO_SAVE,
+    SIZE_OF_MESSAGES_REQUIRED_TO_SAVE,
+    DURABILITY,
+    CONSUMER_OFFSET_DURABILITY,
+    *COMPACTION_KEYS,
+)
+"""The keys an UpdateTopic options block may carry; the others (``segment_size``,
+``preallocate_segments``) are create-only: they shape segments already on disk."""
 
 DEFAULT_SEGMENT_SIZE = GIB
 MIN_SEGMENT_SIZE = MIB
@@ -407,7 +421,10 @@ def _parse_block(raw: Mapping[str, Any], allowed: tuple[str, ...]) -> tuple[dict
     explicit: set[str] = set()
     for key, value in raw.items():
         if not isinstance(key, str) or key not in allowed:
-            raise UnsupportedOptionKey(str(key), "not accepted here")
+            create_only = isinstance(key, str) and key in TOPIC_OPTION_KEYS
+            raise UnsupportedOptionKey(
+                str(key), "create-only: set it when the topic is created" if create_only else "not accepted here"
+            )
     for key, value in raw.items():
         parsed = _parse_field(key, value)
         if parsed is not None:
@@ -493,9 +510,9 @@ class TopicOptions:
         return options
 
     def apply_update(self, raw: Mapping[str, str | int | bool]) -> "TopicOptions":
-        """Patch with an UpdateTopic options block: only ``compression_algorithm``,
-        ``message_expiry`` and ``max_topic_size``; absent keys (and 0
-        sentinels) keep their current values.
+        """Patch with an UpdateTopic options block: the keys of
+        :data:`UPDATABLE_TOPIC_OPTION_KEYS` (compression, expiry, size cap, the durability
+        keys, compaction); absent keys (and 0 sentinels) keep their current values.
 
         Raises UnsupportedOptionKey for any other key (create-only or unknown),
         InvalidOptionValue / InvalidTopicSize as :meth:`parse_create`.

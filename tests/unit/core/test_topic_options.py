@@ -240,7 +240,7 @@ def test_preallocation_is_capped_at_64_gib_per_create():
     assert not parse_create({"preallocate_segments": False}, 100_000).preallocate_segments
 
 
-def test_update_patches_only_the_three_updatable_keys():
+def test_update_patches_only_the_updatable_keys():
     created = parse_create({"segment_size": "256 MiB", "enforce_fsync": True}, 2)
     updated = created.apply_update({"message_expiry": "1h", "compression_algorithm": "gzip"})
     assert updated.message_expiry_us == 3_600 * 10**6
@@ -253,10 +253,18 @@ def test_update_patches_only_the_three_updatable_keys():
     assert updated.apply_update({"max_topic_size": "1 GiB"}).max_topic_size == GIB
     with pytest.raises(InvalidTopicSize):
         updated.apply_update({"max_topic_size": "100 MiB"})
-    for key, value in [("segment_size", "128 MiB"), ("enforce_fsync", False), ("bogus", 1)]:
+    for key, value, why in [("segment_size", "128 MiB", "create-only"), ("preallocate_segments", True, "create-only"),
+                            ("bogus", 1, "not accepted")]:
         with pytest.raises(UnsupportedOptionKey) as err:
             updated.apply_update({key: value})
-        assert err.value.key == key
+        assert err.value.key == key and why in str(err.value), str(err.value)
+    relaxed = updated.apply_update({"enforce_fsync": False, "messages_required_to_save": 10,
+                                    "size_of_messages_required_to_save": "4 KiB"})
+    assert not relaxed.enforce_fsync and relaxed.segment_size == 256 * MIB
+    policy = relaxed.to_segment_policy(2)
+    assert (policy.enforce_fsync, policy.messages_required_to_save, policy.size_of_messages_required_to_save) == (
+        False, 10, 4096)
+    assert relaxed.apply_update({"durability": "persisted"}).to_segment_policy(2).enforce_fsync
     with pytest.raises(InvalidOptionValue):
         updated.apply_update({"compression_algorithm": "lz4"})
     assert created.compression_algorithm == "none"  # frozen: updates return new objects
