@@ -1,0 +1,132 @@
+"""QA, session 13: early rolls (storage/local/prealloc.py) on many partitions at once under a
+small ``[system] preallocate_budget_bytes``, with a purge and segment deletion (retention by
+size) while the early spares are being made, then SIGKILL and restart, on a real server.
+
+Eight partitions of 64 MiB segments and an 8 MiB window each ask for a spare at their first
+top-up (~12 MiB), but a 160 MiB budget holds two spares: the rest go on with top-ups. The topic
+is purged right after those asks (spares being made for segments that no longer exist), written
+again past the next asks, a second topic with a small max size has its old segments deleted
+while its spares are made, then the server is killed. Checked: the held bytes never exceed the
+budget; no error counted; after the restart every message written since the purge polls back
+in order with contiguous offsets; after a clean stop no spare file and no reserved block is
+left anywhere, and ``headwater verify`` is clean.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import glob
+import json
+import os
+import subprocess
+import sys
+import time
+
+import apache_iggy as ig
+import pytest
+
+from headwater.storage.local import prealloc
+from hw_server import ServerProcess, free_port
+from test_qa_session12_prealloc import prealloc_metrics
+
+pytestmark = pytest.mark.slow
+
+MIB = 1 << 20
+WINDOW, SEGMENT, BUDGET = 8 * MIB, 64 * MIB, 160 * MIB
+PARTITIONS = 8
+OPTIONS = {"enforce_fsync": "false", "messages_required_to_save": str(16 << 20),
+           "size_of_messages_required_to_save": str(1 << 30), "segment_size": str(SEGMENT)}
+
+
+def payload(p: int, i: int) -> bytes:
+    return p.to_bytes(2, "big") + i.to_bytes(8, "big") + bytes([i % 251]) * 1990
+
+
+async def client(server) -> ig.IggyClient:
+    c = ig.IggyClient(server.iggy_address)
+    await c.connect()
+    await c.login_user("iggy", "iggy")
+    return c
+
+
+async def send(c, topic: str, sent: list[int], mib: int, server, peaks: list[float]) -> None:
+    """``mib`` MiB to every partition, 100 messages (~0.2 MiB) a call, round robin."""
+    for _ in range(mib * 5):
+        for p in range(len(sent)):
+            await c.send_messages("s", topic, p, [ig.SendMessage(payload(p, i)) for i in range(sent[p], sent[p] + 100)])
+            sent[p] += 100
+        peaks.append(prealloc_metrics(server).get("headwater_prealloc_held_bytes", 0))
+
+
+async def poll_all(server, topic: str, p: int) -> list:
+    c = await client(server)
+    got: list = []
+    while True:
+        batch = await c.poll_messages("s", topic, consumer=ig.Consumer.Single("r"),
+                                      polling_strategy=ig.PollingStrategy.Offset(got[-1].offset() + 1 if got else 0),
+                                      count=1000, auto_commit=False, partition_id=p)
+        if not batch:
+            return got
+        got += batch
+
+
+def stream_files(server) -> list[str]:
+    return [p for p in glob.glob(str(server.data_dir / "streams" / "**" / "*"), recursive=True) if os.path.isfile(p)]
+
+
+@pytest.mark.skipif(not prealloc.available(), reason="needs Linux fallocate(2)")
+def test_many_partitions_a_small_budget_purge_and_deletion_while_spares_are_made(tmp_path):
+    server = ServerProcess(tmp_path / "data", free_port(), free_port(),
+                           extra_env={"HEADWATER_SYSTEM_PREALLOCATE_WINDOW_BYTES": str(WINDOW),
+                                      "HEADWATER_SYSTEM_PREALLOCATE_BUDGET_BYTES": str(BUDGET),
+                                      "HEADWATER_SYSTEM_RETENTION_INTERVAL_S": "0.2",
+                                      "HEADWATER_SYSTEM_WRITE_BEHIND_CACHE_BYTES": "0"}).start()
+    if prealloc.memory_backed(str(server.data_dir)):
+        server.stop()
+        pytest.skip("the data directory is on tmpfs: nothing is reserved there")
+    peaks: list[float] = []
+    try:
+        sent = [0] * PARTITIONS
+        small = [0] * 2
+
+        async def round_one() -> None:
+            c = await client(server)
+            await c.create_stream("s")
+            await c.create_topic("s", "t", PARTITIONS, options=OPTIONS)
+            await c.create_topic("s", "small", 2, options=dict(OPTIONS, segment_size=str(16 * MIB)),
+                                 max_topic_size=ig.MaxTopicSize.Custom(48 * MIB))
+            await send(c, "t", sent, 13, server, peaks)  # past the first top-up: spares asked
+            await c.purge_topic("s", "t")  # while they are being made
+            sent[:] = [0] * PARTITIONS
+            await send(c, "t", sent, 14, server, peaks)  # the new first segments: asked again
+            await send(c, "small", small, 60, server, peaks)  # old segments deleted meanwhile
+
+        asyncio.run(round_one())
+        values = prealloc_metrics(server)
+        assert max(peaks) <= BUDGET and values["headwater_prealloc_errors_total"] == 0, (max(peaks), values)
+        # the budget was what bounded them, and spares were made (not all refused)
+        assert values["headwater_prealloc_over_budget_total"] > 0 and values["headwater_prealloc_spares_total"] >= 1, values
+        server.kill()
+        server.start()
+        for p in range(PARTITIONS):
+            messages = asyncio.run(poll_all(server, "t", p))
+            assert [m.offset() for m in messages] == list(range(len(messages))), p
+            assert [m.payload() for m in messages] == [payload(p, i) for i in range(sent[p])], p
+        for p in range(2):
+            messages = asyncio.run(poll_all(server, "small", p))
+            first = messages[0].offset()
+            assert first > 0, p  # the oldest segments were deleted (max topic size)
+            assert [m.offset() for m in messages] == list(range(first, small[p])), p
+            assert [m.payload() for m in messages] == [payload(p, i) for i in range(first, small[p])], p
+        assert server.stop() == 0, server.log()
+        files = stream_files(server)
+        assert [f for f in files if os.path.basename(f).startswith(prealloc.SPARE_PREFIX)] == []
+        for f in files:
+            assert prealloc.held_past_data(os.stat(f)) <= prealloc.SLACK_BYTES, f
+        r = subprocess.run([sys.executable, "-m", "headwater", "-o", "json", "verify", str(server.data_dir)],
+                           capture_output=True, text=True, timeout=300)
+        report = json.loads(r.stdout)
+        assert r.returncode == 0 and report["ok"] is True and report["findings"] == [], r.stdout + r.stderr
+    finally:
+        if server.proc is not None:
+            server.stop()
