@@ -165,7 +165,8 @@ def first_offsets(server) -> list[int]:
 
 
 @pytest.mark.skipif(not prealloc.available(), reason="needs Linux fallocate(2)")
-def test_sigkill_after_early_rolls_loses_nothing_and_leaks_nothing(tmp_path):
+@pytest.mark.parametrize("after", [0, 5], ids=["kill-at-the-roll", "kill-1MiB-after"])
+def test_sigkill_after_early_rolls_loses_nothing_and_leaks_nothing(tmp_path, after):
     server = ServerProcess(tmp_path / "data", free_port(), free_port(),
                            extra_env={"HEADWATER_SYSTEM_PREALLOCATE_WINDOW_BYTES": str(WINDOW),
                                       "HEADWATER_SYSTEM_WRITE_BEHIND_CACHE_BYTES": "0"}).start()
@@ -189,7 +190,7 @@ def test_sigkill_after_early_rolls_loses_nothing_and_leaks_nothing(tmp_path):
                 assert sender.proc.poll() is None, "the sender stopped"
                 time.sleep(0.01)
             rolled_at = sender.acked
-            while sender.acked < rolled_at + 5 * PER_SEND:
+            while sender.acked < rolled_at + after * PER_SEND:
                 assert sender.proc.poll() is None, "the sender stopped"
                 time.sleep(0.01)
             server.kill()
