@@ -20,7 +20,7 @@ import apache_iggy as ig
 from hw_server import ServerProcess, free_port
 from test_qa_session11 import MIB, SLACK, mounted, offline_checks, spare_files
 from test_qa_session11_disk import _df
-from test_qa_session13_early_roll import OPTIONS, PER_SEND, logs, payload
+from test_qa_session13_early_roll import OPTIONS, PER_SEND, logs, payload, poll_all
 from test_robustness_wire import run, sdk_client
 
 import pytest
@@ -31,18 +31,6 @@ pytestmark = pytest.mark.slow
 async def _send(c, sent: int) -> int:
     await c.send_messages("s", "t", 0, [ig.SendMessage(payload(i)) for i in range(sent, sent + PER_SEND)])
     return sent + PER_SEND
-
-
-async def _poll_all(server) -> list:
-    c = await sdk_client(server)
-    got: list = []
-    while True:
-        batch = await c.poll_messages("s", "t", consumer=ig.Consumer.Single("r"),
-                                      polling_strategy=ig.PollingStrategy.Offset(len(got)),
-                                      count=1000, auto_commit=False, partition_id=0)
-        if not batch:
-            return got
-        got += batch
 
 
 def test_a_full_disk_after_an_early_roll_keeps_every_ack_and_leaks_nothing(tmp_path):
@@ -81,7 +69,7 @@ def test_a_full_disk_after_an_early_roll_keeps_every_ack_and_leaks_nothing(tmp_p
             server.kill()
             os.unlink(mnt / "ballast")
             server.start()
-            messages = run(_poll_all(server), 120)
+            messages = run(poll_all(server, "s"), 120)
             assert len(messages) >= sent
             assert [m.offset() for m in messages] == list(range(len(messages)))
             assert [m.payload() for m in messages[:sent]] == [payload(i) for i in range(sent)]

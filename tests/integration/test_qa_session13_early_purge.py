@@ -15,12 +15,6 @@ left anywhere, and ``headwater verify`` is clean.
 from __future__ import annotations
 
 import asyncio
-import glob
-import json
-import os
-import subprocess
-import sys
-import time
 
 import apache_iggy as ig
 import pytest
@@ -28,6 +22,7 @@ import pytest
 from headwater.storage.local import prealloc
 from hw_server import ServerProcess, free_port
 from test_qa_session12_prealloc import prealloc_metrics
+from test_qa_session13_early_roll import poll_all, stopped_and_clean
 
 pytestmark = pytest.mark.slow
 
@@ -56,22 +51,6 @@ async def send(c, topic: str, sent: list[int], mib: int, server, peaks: list[flo
             await c.send_messages("s", topic, p, [ig.SendMessage(payload(p, i)) for i in range(sent[p], sent[p] + 100)])
             sent[p] += 100
         peaks.append(prealloc_metrics(server).get("headwater_prealloc_held_bytes", 0))
-
-
-async def poll_all(server, topic: str, p: int) -> list:
-    c = await client(server)
-    got: list = []
-    while True:
-        batch = await c.poll_messages("s", topic, consumer=ig.Consumer.Single("r"),
-                                      polling_strategy=ig.PollingStrategy.Offset(got[-1].offset() + 1 if got else 0),
-                                      count=1000, auto_commit=False, partition_id=p)
-        if not batch:
-            return got
-        got += batch
-
-
-def stream_files(server) -> list[str]:
-    return [p for p in glob.glob(str(server.data_dir / "streams" / "**" / "*"), recursive=True) if os.path.isfile(p)]
 
 
 @pytest.mark.skipif(not prealloc.available(), reason="needs Linux fallocate(2)")
@@ -109,24 +88,17 @@ def test_many_partitions_a_small_budget_purge_and_deletion_while_spares_are_made
         server.kill()
         server.start()
         for p in range(PARTITIONS):
-            messages = asyncio.run(poll_all(server, "t", p))
+            messages = asyncio.run(poll_all(server, "s", "t", p))
             assert [m.offset() for m in messages] == list(range(len(messages))), p
             assert [m.payload() for m in messages] == [payload(p, i) for i in range(sent[p])], p
         for p in range(2):
-            messages = asyncio.run(poll_all(server, "small", p))
+            messages = asyncio.run(poll_all(server, "s", "small", p))
             first = messages[0].offset()
             assert first > 0, p  # the oldest segments were deleted (max topic size)
             assert [m.offset() for m in messages] == list(range(first, small[p])), p
             assert [m.payload() for m in messages] == [payload(p, i) for i in range(first, small[p])], p
         assert server.stop() == 0, server.log()
-        files = stream_files(server)
-        assert [f for f in files if os.path.basename(f).startswith(prealloc.SPARE_PREFIX)] == []
-        for f in files:
-            assert prealloc.held_past_data(os.stat(f)) <= prealloc.SLACK_BYTES, f
-        r = subprocess.run([sys.executable, "-m", "headwater", "-o", "json", "verify", str(server.data_dir)],
-                           capture_output=True, text=True, timeout=300)
-        report = json.loads(r.stdout)
-        assert r.returncode == 0 and report["ok"] is True and report["findings"] == [], r.stdout + r.stderr
+        stopped_and_clean(server)
     finally:
         if server.proc is not None:
             server.stop()

@@ -55,16 +55,31 @@ async def client(server) -> ig.IggyClient:
     return c
 
 
-async def poll_all(server) -> list:
+async def poll_all(server, stream: str = "kafka", topic: str = "t", partition: int = 0) -> list:
+    """Every message of the partition, from its log start, through the apache-iggy SDK."""
     c = await client(server)
     got: list = []
     while True:
-        batch = await c.poll_messages("kafka", "t", consumer=ig.Consumer.Single("r"),
-                                      polling_strategy=ig.PollingStrategy.Offset(len(got)),
-                                      count=1000, auto_commit=False, partition_id=0)
+        batch = await c.poll_messages(stream, topic, consumer=ig.Consumer.Single("r"),
+                                      polling_strategy=ig.PollingStrategy.Offset(got[-1].offset() + 1 if got else 0),
+                                      count=1000, auto_commit=False, partition_id=partition)
         if not batch:
             return got
         got += batch
+
+
+def stopped_and_clean(server) -> dict:
+    """The stopped server's stream files hold no spare and no block reserved past their end, and
+    ``headwater verify`` finds nothing; returns verify's report."""
+    files = [p for p in glob.glob(str(server.data_dir / "streams" / "**" / "*"), recursive=True) if os.path.isfile(p)]
+    assert [p for p in files if os.path.basename(p).startswith(prealloc.SPARE_PREFIX)] == []
+    for path in files:
+        assert prealloc.held_past_data(os.stat(path)) <= prealloc.SLACK_BYTES, path
+    r = subprocess.run([sys.executable, "-m", "headwater", "-o", "json", "verify", str(server.data_dir)],
+                       capture_output=True, text=True, timeout=300)
+    report = json.loads(r.stdout)
+    assert r.returncode == 0 and report["ok"] is True and report["findings"] == [], r.stdout + r.stderr
+    return report
 
 
 SENDER = """
@@ -226,15 +241,7 @@ def test_sigkill_after_early_rolls_loses_nothing_and_leaks_nothing(tmp_path, aft
         assert [o for o, _ in fetched] == list(range(acked))
         assert [v for _, v in fetched] == [m.payload() for m in asyncio.run(poll_all(server))]
         assert server.stop() == 0, server.log()
-        files = [p for p in glob.glob(str(server.data_dir / "streams" / "**" / "*"), recursive=True) if os.path.isfile(p)]
-        assert [p for p in files if os.path.basename(p).startswith(prealloc.SPARE_PREFIX)] == []
-        for path in files:
-            assert prealloc.held_past_data(os.stat(path)) <= prealloc.SLACK_BYTES, path
-        r = subprocess.run([sys.executable, "-m", "headwater", "-o", "json", "verify", str(server.data_dir)],
-                           capture_output=True, text=True, timeout=300)
-        report = json.loads(r.stdout)
-        assert r.returncode == 0 and report["ok"] is True and report["findings"] == [], r.stdout + r.stderr
-        assert report["messages"] == acked
+        assert stopped_and_clean(server)["messages"] == acked
     finally:
         if server.proc is not None:
             server.stop(signal.SIGKILL)
