@@ -158,3 +158,44 @@ def test_a_topic_deleted_and_made_again_while_its_spares_are_made(tmp_path):
     finally:
         if server.proc is not None:
             server.stop()
+
+
+@pytest.mark.skipif(not prealloc.available(), reason="needs Linux fallocate(2)")
+def test_a_budget_smaller_than_one_spare_lets_no_spare_in_and_writes_go_on(tmp_path):
+    """A 24 MiB budget cannot hold a spare (at least its first 64 MiB): the early asks are
+    refused each time (over_budget), no segment rolls early, the windows fit the budget,
+    the held bytes never pass it, and every message reads back after a SIGKILL."""
+    budget = 24 * MIB
+    server = ServerProcess(tmp_path / "data", free_port(), free_port(),
+                           extra_env={"HEADWATER_SYSTEM_PREALLOCATE_WINDOW_BYTES": str(WINDOW),
+                                      "HEADWATER_SYSTEM_PREALLOCATE_BUDGET_BYTES": str(budget),
+                                      "HEADWATER_SYSTEM_WRITE_BEHIND_CACHE_BYTES": "0"}).start()
+    if prealloc.memory_backed(str(server.data_dir)):
+        server.stop()
+        pytest.skip("the data directory is on tmpfs: nothing is reserved there")
+    peaks: list[float] = []
+    try:
+        sent = [0] * 4
+
+        async def go() -> None:
+            c = await client(server)
+            await c.create_stream("s")
+            await c.create_topic("s", "t", 4, options=OPTIONS)
+            await send(c, "t", sent, 24, server, peaks)
+
+        asyncio.run(go())
+        values = prealloc_metrics(server)
+        assert max(peaks) <= budget and values["headwater_prealloc_errors_total"] == 0, (max(peaks), values)
+        assert values["headwater_prealloc_spares_total"] == 0 and values["headwater_prealloc_over_budget_total"] > 0
+        logs = glob.glob(str(server.data_dir / "streams" / "**" / "*.log"), recursive=True)
+        assert len(logs) == 4, logs  # no early roll without a spare
+        server.kill()
+        server.start()
+        for p in range(4):
+            messages = asyncio.run(poll_all(server, "s", "t", p))
+            assert [m.payload() for m in messages] == [payload(p, i) for i in range(sent[p])], p
+        assert server.stop() == 0, server.log()
+        stopped_and_clean(server)
+    finally:
+        if server.proc is not None:
+            server.stop()
