@@ -22,9 +22,8 @@ import apache_iggy as ig
 import pytest
 
 from headwater.storage.local import prealloc
-from hw_server import ServerProcess, free_port
 from test_qa_session12_prealloc import prealloc_metrics
-from test_qa_session13_early_roll import poll_all, stopped_and_clean
+from test_qa_session13_early_roll import early_server, poll_all, stopped_and_clean
 
 pytestmark = pytest.mark.slow
 
@@ -55,16 +54,17 @@ async def send(c, topic: str, sent: list[int], mib: int, server, peaks: list[flo
         peaks.append(prealloc_metrics(server).get("headwater_prealloc_held_bytes", 0))
 
 
+async def topic_t(server, partitions: int) -> ig.IggyClient:
+    """Stream ``s``, topic ``t`` of ``partitions`` (OPTIONS); the client that made them."""
+    c = await client(server)
+    await c.create_stream("s")
+    await c.create_topic("s", "t", partitions, options=OPTIONS)
+    return c
+
+
 @pytest.mark.skipif(not prealloc.available(), reason="needs Linux fallocate(2)")
 def test_many_partitions_a_small_budget_purge_and_deletion_while_spares_are_made(tmp_path):
-    server = ServerProcess(tmp_path / "data", free_port(), free_port(),
-                           extra_env={"HEADWATER_SYSTEM_PREALLOCATE_WINDOW_BYTES": str(WINDOW),
-                                      "HEADWATER_SYSTEM_PREALLOCATE_BUDGET_BYTES": str(BUDGET),
-                                      "HEADWATER_SYSTEM_RETENTION_INTERVAL_S": "0.2",
-                                      "HEADWATER_SYSTEM_WRITE_BEHIND_CACHE_BYTES": "0"}).start()
-    if prealloc.memory_backed(str(server.data_dir)):
-        server.stop()
-        pytest.skip("the data directory is on tmpfs: nothing is reserved there")
+    server = early_server(tmp_path, HEADWATER_SYSTEM_PREALLOCATE_BUDGET_BYTES=str(BUDGET), HEADWATER_SYSTEM_RETENTION_INTERVAL_S="0.2")
     peaks: list[float] = []
     try:
         sent = [0] * PARTITIONS
@@ -99,7 +99,6 @@ def test_many_partitions_a_small_budget_purge_and_deletion_while_spares_are_made
             assert first > 0, p  # the oldest segments were deleted (max topic size)
             assert [m.offset() for m in messages] == list(range(first, small[p])), p
             assert [m.payload() for m in messages] == [payload(p, i) for i in range(first, small[p])], p
-        assert server.stop() == 0, server.log()
         stopped_and_clean(server)
     finally:
         if server.proc is not None:
@@ -113,21 +112,13 @@ def test_a_topic_deleted_and_made_again_while_its_spares_are_made(tmp_path):
     little, a partition removed and added back: no spare of the old topic turns up in the new
     one, nothing is charged for files that are gone, and after a SIGKILL and a clean stop
     nothing is left reserved; the new topic's messages all read back."""
-    server = ServerProcess(tmp_path / "data", free_port(), free_port(),
-                           extra_env={"HEADWATER_SYSTEM_PREALLOCATE_WINDOW_BYTES": str(WINDOW),
-                                      "HEADWATER_SYSTEM_PREALLOCATE_BUDGET_BYTES": str(BUDGET),
-                                      "HEADWATER_SYSTEM_WRITE_BEHIND_CACHE_BYTES": "0"}).start()
-    if prealloc.memory_backed(str(server.data_dir)):
-        server.stop()
-        pytest.skip("the data directory is on tmpfs: nothing is reserved there")
+    server = early_server(tmp_path, HEADWATER_SYSTEM_PREALLOCATE_BUDGET_BYTES=str(BUDGET))
     peaks: list[float] = []
     try:
         sent = [0] * 4
 
         async def go() -> None:
-            c = await client(server)
-            await c.create_stream("s")
-            await c.create_topic("s", "t", 4, options=OPTIONS)
+            c = await topic_t(server, 4)
             await send(c, "t", sent, 13, server, peaks)
             await c.delete_topic("s", "t")
             await c.create_topic("s", "t", 4, options=OPTIONS)
@@ -153,7 +144,6 @@ def test_a_topic_deleted_and_made_again_while_its_spares_are_made(tmp_path):
             messages = asyncio.run(poll_all(server, "s", "t", p))
             assert [m.offset() for m in messages] == list(range(sent[p])), p
             assert [m.payload() for m in messages] == [payload(p, i) for i in range(sent[p])], p
-        assert server.stop() == 0, server.log()
         stopped_and_clean(server)
     finally:
         if server.proc is not None:
@@ -166,21 +156,13 @@ def test_a_budget_smaller_than_one_spare_lets_no_spare_in_and_writes_go_on(tmp_p
     refused each time (over_budget), no segment rolls early, the windows fit the budget,
     the held bytes never pass it, and every message reads back after a SIGKILL."""
     budget = 24 * MIB
-    server = ServerProcess(tmp_path / "data", free_port(), free_port(),
-                           extra_env={"HEADWATER_SYSTEM_PREALLOCATE_WINDOW_BYTES": str(WINDOW),
-                                      "HEADWATER_SYSTEM_PREALLOCATE_BUDGET_BYTES": str(budget),
-                                      "HEADWATER_SYSTEM_WRITE_BEHIND_CACHE_BYTES": "0"}).start()
-    if prealloc.memory_backed(str(server.data_dir)):
-        server.stop()
-        pytest.skip("the data directory is on tmpfs: nothing is reserved there")
+    server = early_server(tmp_path, HEADWATER_SYSTEM_PREALLOCATE_BUDGET_BYTES=str(budget))
     peaks: list[float] = []
     try:
         sent = [0] * 4
 
         async def go() -> None:
-            c = await client(server)
-            await c.create_stream("s")
-            await c.create_topic("s", "t", 4, options=OPTIONS)
+            c = await topic_t(server, 4)
             await send(c, "t", sent, 24, server, peaks)
 
         asyncio.run(go())
@@ -194,7 +176,6 @@ def test_a_budget_smaller_than_one_spare_lets_no_spare_in_and_writes_go_on(tmp_p
         for p in range(4):
             messages = asyncio.run(poll_all(server, "s", "t", p))
             assert [m.payload() for m in messages] == [payload(p, i) for i in range(sent[p])], p
-        assert server.stop() == 0, server.log()
         stopped_and_clean(server)
     finally:
         if server.proc is not None:

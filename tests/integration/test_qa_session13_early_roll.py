@@ -68,9 +68,38 @@ async def poll_all(server, stream: str = "kafka", topic: str = "t", partition: i
         got += batch
 
 
+def early_server(tmp_path, **env: str) -> ServerProcess:
+    """A started server with an 8 MiB window and write-behind off (``env`` added); skips the
+    test on tmpfs, where nothing is reserved."""
+    server = ServerProcess(tmp_path / "data", free_port(), free_port(),
+                           extra_env={"HEADWATER_SYSTEM_PREALLOCATE_WINDOW_BYTES": str(WINDOW),
+                                      "HEADWATER_SYSTEM_WRITE_BEHIND_CACHE_BYTES": "0", **env}).start()
+    if prealloc.memory_backed(str(server.data_dir)):
+        server.stop()
+        pytest.skip("the data directory is on tmpfs: nothing is reserved there")
+    return server
+
+
+async def create_topic(server) -> None:
+    c = await client(server)
+    await c.create_stream("kafka")
+    await c.create_topic("kafka", "t", 1, options=OPTIONS)
+
+
+async def every_ack_kept(server, acked: int) -> list:
+    """The partition's messages, checked: offsets from 0 without a gap, the first ``acked``
+    the payloads sent (what a kill kept past the last acknowledgement may follow)."""
+    messages = await poll_all(server)
+    assert len(messages) >= acked, (len(messages), acked)
+    assert [m.offset() for m in messages] == list(range(len(messages)))
+    assert [m.payload() for m in messages[:acked]] == [payload(i) for i in range(acked)]
+    return messages
+
+
 def stopped_and_clean(server) -> dict:
-    """The stopped server's stream files hold no spare and no block reserved past their end, and
-    ``headwater verify`` finds nothing; returns verify's report."""
+    """Stop the server (a clean stop: exit 0); then its stream files hold no spare and no block
+    reserved past their end, and ``headwater verify`` finds nothing; returns verify's report."""
+    assert server.stop() == 0, server.log()
     files = [p for p in glob.glob(str(server.data_dir / "streams" / "**" / "*"), recursive=True) if os.path.isfile(p)]
     assert [p for p in files if os.path.basename(p).startswith(prealloc.SPARE_PREFIX)] == []
     for path in files:
@@ -182,19 +211,9 @@ def first_offsets(server) -> list[int]:
 @pytest.mark.skipif(not prealloc.available(), reason="needs Linux fallocate(2)")
 @pytest.mark.parametrize("after", [0, 5], ids=["kill-at-the-roll", "kill-1MiB-after"])
 def test_sigkill_after_early_rolls_loses_nothing_and_leaks_nothing(tmp_path, after):
-    server = ServerProcess(tmp_path / "data", free_port(), free_port(),
-                           extra_env={"HEADWATER_SYSTEM_PREALLOCATE_WINDOW_BYTES": str(WINDOW),
-                                      "HEADWATER_SYSTEM_WRITE_BEHIND_CACHE_BYTES": "0"}).start()
-    if prealloc.memory_backed(str(server.data_dir)):
-        server.stop()
-        pytest.skip("the data directory is on tmpfs: nothing is reserved there")
+    server = early_server(tmp_path)
     try:
-        async def create() -> None:
-            c = await client(server)
-            await c.create_stream("kafka")
-            await c.create_topic("kafka", "t", 1, options=OPTIONS)
-
-        asyncio.run(create())
+        asyncio.run(create_topic(server))
         acked = 0
         committed = None
         for round_ in range(3):
@@ -212,10 +231,7 @@ def test_sigkill_after_early_rolls_loses_nothing_and_leaks_nothing(tmp_path, aft
             acked = sender.stop()
             assert len(logs(server)) == segments_before + 1, logs(server)
             server.start()
-            messages = asyncio.run(poll_all(server))
-            assert len(messages) >= acked, (round_, len(messages), acked)
-            assert [m.offset() for m in messages] == list(range(len(messages)))
-            assert [m.payload() for m in messages[:acked]] == [payload(i) for i in range(acked)]
+            messages = asyncio.run(every_ack_kept(server, acked))
             acked = len(messages)  # what a restart kept past the last acknowledgement is the log now
             # each short segment's boundary: a time poll and ListOffsets by time find its first message
             for first in first_offsets(server)[1:]:
@@ -240,7 +256,6 @@ def test_sigkill_after_early_rolls_loses_nothing_and_leaks_nothing(tmp_path, aft
         fetched = kafka_fetch_all(server, acked)
         assert [o for o, _ in fetched] == list(range(acked))
         assert [v for _, v in fetched] == [m.payload() for m in asyncio.run(poll_all(server))]
-        assert server.stop() == 0, server.log()
         assert stopped_and_clean(server)["messages"] == acked
     finally:
         if server.proc is not None:
@@ -262,20 +277,10 @@ def test_sigkill_while_the_early_spare_is_being_made(tmp_path):
     yet rolled onto), SIGKILL at once, restart. Every acknowledged message reads back in order
     after each restart; the spare left behind is recovery's to remove; once stopped, nothing
     is reserved and verify is clean."""
-    server = ServerProcess(tmp_path / "data", free_port(), free_port(),
-                           extra_env={"HEADWATER_SYSTEM_PREALLOCATE_WINDOW_BYTES": str(WINDOW),
-                                      "HEADWATER_SYSTEM_WRITE_BEHIND_CACHE_BYTES": "0"}).start()
-    if prealloc.memory_backed(str(server.data_dir)):
-        server.stop()
-        pytest.skip("the data directory is on tmpfs: nothing is reserved there")
+    server = early_server(tmp_path)
     spares = str(server.data_dir / "streams" / "*" / "topics" / "*" / "partitions" / "*" / (prealloc.SPARE_PREFIX + "*"))
     try:
-        async def create() -> None:
-            c = await client(server)
-            await c.create_stream("kafka")
-            await c.create_topic("kafka", "t", 1, options=OPTIONS)
-
-        asyncio.run(create())
+        asyncio.run(create_topic(server))
         acked = 0
         for round_ in range(3):
             sender = Sender(server, acked)
@@ -286,12 +291,8 @@ def test_sigkill_while_the_early_spare_is_being_made(tmp_path):
             acked = sender.stop()
             server.start()
             assert glob.glob(spares) == [], round_
-            messages = asyncio.run(poll_all(server))
-            assert len(messages) >= acked, (round_, len(messages), acked)
-            assert [m.offset() for m in messages] == list(range(len(messages)))
-            assert [m.payload() for m in messages[:acked]] == [payload(i) for i in range(acked)]
+            messages = asyncio.run(every_ack_kept(server, acked))
             acked = len(messages)
-        assert server.stop() == 0, server.log()
         assert stopped_and_clean(server)["messages"] == acked
     finally:
         if server.proc is not None:
