@@ -19,6 +19,15 @@ settings.register_profile("thorough", deadline=None, max_examples=1000)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
+def pytest_configure(config):
+    """pytest-xdist's ``--no-loadscope-reorder`` as the default (``--loadscope-reorder`` on the
+    command line still turns the reorder on): ``--dist loadfile`` then hands files out in the
+    order below instead of re-sorting them. Set here, not in pyproject's addopts, so that a run
+    without xdist (``-p no:xdist``, to debug with ``--pdb``) still starts."""
+    if config.pluginmanager.hasplugin("xdist") and "--loadscope-reorder" not in config.invocation_params.args:
+        config.option.loadscopereorder = False
+
+
 def pytest_collection_modifyitems(session, config, items):
     """Files marked ``slow`` (``pytestmark = pytest.mark.slow``: the crash loops and the smoke
     runs, tens of seconds each) go first, every file's tests staying together and in order, the

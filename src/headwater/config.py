@@ -564,7 +564,9 @@ def load(
             with open(path, "rb") as f:
                 doc = tomllib.load(f)
         except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-            raise ConfigError("--config", f"cannot read config file {path}: {e}") from e
+            # one refusal: the environment's and the flags' are still checked and reported
+            refusals.errors.append(ConfigError("--config", f"cannot read config file {path}: {e}"))
+            doc = {}
         for section, table in doc.items():
             if not isinstance(table, dict):
                 refusals.errors.append(ConfigError(f"{section} in {path}", "a top-level key must be a [section]"))

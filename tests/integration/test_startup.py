@@ -464,3 +464,29 @@ def test_sigint_while_the_modules_import_is_one_line_exit_130(tmp_path):
     assert p.returncode == 130, err
     assert "Traceback" not in out + err and "Aborted" not in err, err
     assert err.strip().splitlines()[-1] == "headwater: start-up interrupted (SIGINT); nothing was served", err
+
+
+def test_a_key_with_a_line_break_or_a_control_character_is_still_one_line_each(tmp_path):
+    """QA session 13: TOML's quoted keys may hold any character; a refused one must not break
+    its refusal over two lines (a newline) nor send raw escape sequences to the terminal
+    (ESC): one line per refusal, the characters escaped."""
+    data_dir = tmp_path / "data"
+    (tmp_path / "headwater.toml").write_text('[tcp]\n"a\\nb" = 1\n"x\\u001b[31my" = 2\n"c\\rd" = 3\n')
+    lines = serve_fails(data_dir, "--config", str(tmp_path / "headwater.toml"), code=2, count=3)
+    for line in lines:
+        assert "\x1b" not in line and "\r" not in line, lines
+    assert "a\\nb" in lines[0] and "x\\x1b[31my" in lines[1] and "c\\rd" in lines[2], lines
+    assert not data_dir.exists()
+
+
+def test_an_unreadable_config_file_is_one_refusal_among_the_others(tmp_path):
+    """QA session 13: a config file that is not UTF-8 (or TOML) is one refusal; the
+    environment's and the flags' refusals are reported beside it, not hidden behind it."""
+    data_dir = tmp_path / "data"
+    (tmp_path / "headwater.toml").write_bytes(b'[tcp]\naddress = "\xff\xfe"\n')
+    lines = serve_fails(data_dir, "--config", str(tmp_path / "headwater.toml"), "--log-level", "loud",
+                        env={"HEADWATER_TCP_ENABLED": "maybe"}, code=2, count=3)
+    assert lines[0].startswith("--config: ") and "utf-8" in lines[0], lines
+    assert lines[1].startswith("HEADWATER_TCP_ENABLED: "), lines
+    assert lines[2].startswith("--log-level: "), lines
+    assert not data_dir.exists()

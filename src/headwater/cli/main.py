@@ -74,9 +74,18 @@ def _named(option: str, sources: dict[str, str]) -> str:
     return f"{option} (the default; {flag} changes it)" if flag else option
 
 
+def _refusal_line(option: str, problem: str) -> str:
+    """One refusal's line. Its parts may come from a TOML quoted key, a path or a value,
+    any of which may hold a line break or an escape sequence: those are written escaped
+    (as Python writes them in a repr), so a refusal stays one line and the terminal shows
+    what was given."""
+    text = f"headwater: cannot start: {option}: {problem}"
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def _cannot_start(option: str, problem: str, code: int) -> NoReturn:
     """The one line a failed start prints (stderr), then exit with ``code``."""
-    click.echo(f"headwater: cannot start: {option}: {problem}", err=True)
+    click.echo(_refusal_line(option, problem), err=True)
     sys.exit(code)
 
 
@@ -125,7 +134,7 @@ def serve(config_path, data_dir, tcp_address, kafka_address, http_address, quic_
         except ConfigError as e:
             *earlier, last = e.every()  # in the order checked (config.load)
             for refused in earlier:
-                click.echo(f"headwater: cannot start: {refused.option}: {refused.problem}", err=True)
+                click.echo(_refusal_line(refused.option, refused.problem), err=True)
             _cannot_start(last.option, last.problem, 2)
         logs.setup(cfg.logging.level, cfg.logging.format)
         app.run(cfg, fresh=fresh, default_root=with_default_root_credentials, sources=sources)

@@ -152,9 +152,12 @@ def test_a_sealed_segment_keeps_no_reserved_blocks_past_its_end(tmp_path, flushe
 
 @needs_fallocate
 @pytest.mark.parametrize("which", ["sealed", "active"])
-def test_recovery_releases_what_a_crash_left_reserved(tmp_path, flusher, which):
+@pytest.mark.parametrize("suffix", [".log", ".index"])
+def test_recovery_releases_what_a_crash_left_reserved(tmp_path, flusher, which, suffix):
     """On a sealed segment (its roll's release never ran) or on the active one (its window
-    ahead: a kill leaves it, as session 11's clean stop did)."""
+    ahead: a kill leaves it, as session 11's clean stop did); its .log, or its .index (QA
+    session 13: a spare's .index, reserved whole, killed right after the early roll onto it,
+    kept its blocks through recovery, which freed only the .log's, and through the next seal)."""
     if not reservable(tmp_path):
         pytest.skip("tmp_path is on tmpfs")
     d = str(tmp_path / "p")
@@ -162,7 +165,7 @@ def test_recovery_releases_what_a_crash_left_reserved(tmp_path, flusher, which):
                            size_of_messages_required_to_save=1 << 30)
     log = LocalPartitionLog.open(d, policy, Flusher(write_behind_cache_bytes=0, preallocate=False))
     written = fill(log, 6)
-    target = seg_path(d, log.segments()[0 if which == "sealed" else -1].start_offset)
+    target = seg_path(d, log.segments()[0 if which == "sealed" else -1].start_offset, suffix)
     log.close()
     os.unlink(os.path.join(d, "clean-shutdown"))  # as a crash leaves it
     size = os.path.getsize(target)

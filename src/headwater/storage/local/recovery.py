@@ -43,10 +43,10 @@ Runs on existing files before a partition log is served:
    Otherwise the file is cut (index first, then log, so no entry ever names
    missing bytes).
 7. Segments must not overlap in offsets (a gap is tolerated: reads skip it).
-   A segment that holds blocks reserved past its end (``fallocate`` with
-   ``FALLOC_FL_KEEP_SIZE``, :mod:`.prealloc`; a crash before their release, or the
-   newest segment's window ahead) has them freed (``ftruncate`` to its size, which leaves the size and the data
-   alone). A leftover spare segment (``spare-<n>.log.staging``) goes with rule 1.
+   A segment whose .log or .index holds blocks reserved past its end (``fallocate`` with
+   ``FALLOC_FL_KEEP_SIZE``, :mod:`.prealloc`; a crash before their release, the
+   newest segment's window ahead, or a spare's whole segment) has them freed
+   (``ftruncate`` to its size, which leaves the size and the data alone). A leftover spare segment (``spare-<n>.log.staging``) goes with rule 1.
 
 8. A *clean close* leaves no torn tail: a partition log whose close synced every byte
    writes :data:`CLEAN_SHUTDOWN` in its directory (``LocalPartitionLog.close``), and the
@@ -243,6 +243,14 @@ def _walk(
     return walk, added
 
 
+def _free_reserved(fd: int, end: int) -> None:
+    """Free the blocks a crash left reserved past ``end`` (.prealloc: the window ahead, a
+    spare's whole segment and its index, a release that never ran): ``ftruncate`` to ``end``,
+    which leaves the size and the data alone."""
+    if os.fstat(fd).st_blocks * 512 > -(-end // 4096) * 4096 + SLACK_BYTES:
+        os.ftruncate(fd, end)
+
+
 def recover_segment(
     directory: str, start_offset: int, index_interval_bytes: int, *, data_follows: bool = False, sealed: bool = False,
     clean: bool = False,
@@ -329,8 +337,14 @@ def recover_segment(
         if cut:
             os.ftruncate(fd, walk.end)
             os.fsync(fd)
-        elif os.fstat(fd).st_blocks * 512 > -(-walk.end // 4096) * 4096 + SLACK_BYTES:
-            os.ftruncate(fd, walk.end)  # blocks reserved past the end (.prealloc) that a crash left
+        else:
+            _free_reserved(fd, walk.end)
+        if not rewrite:  # (a rewritten index is a new file: nothing reserved)
+            index_fd = os.open(index_path, os.O_RDWR)
+            try:
+                _free_reserved(index_fd, os.fstat(index_fd).st_size)
+            finally:
+                os.close(index_fd)
         max_ts = max(walk.max_ts, max(entries[1::3], default=0))
         return RecoveredSegment(
             start_offset=start_offset,
