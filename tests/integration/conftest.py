@@ -11,6 +11,24 @@ from hw_server import ServerProcess, free_port
 __all__ = ["ServerProcess", "free_port"]
 
 
+SERVER_LOG_LINES = 80
+"""How much of each server's log a failed test's report carries (the tail)."""
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failed test's report ends with the tail of the log of every server it used (its
+    ServerProcess fixtures), so a failure seen once in CI, whose tmp directory is gone
+    afterwards, still shows what the server did (its requests, refusals, group rebalances)."""
+    report = yield
+    if report.failed and call.when in ("setup", "call"):
+        for name, value in getattr(item, "funcargs", {}).items():
+            if isinstance(value, ServerProcess):
+                tail = "\n".join(value.log().splitlines()[-SERVER_LOG_LINES:])
+                report.sections.append((f"server log of fixture {name!r} ({value.log_path}), last lines", tail))
+    return report
+
+
 def _server(tmp_path_factory) -> ServerProcess:
     base = tmp_path_factory.mktemp("headwater")
     return ServerProcess(base / "data", free_port(), free_port())
