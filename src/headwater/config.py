@@ -84,7 +84,7 @@ class ConfigError(ValueError):
 
     def every(self) -> tuple[ConfigError, ...]:
         """This refused setting and the others found in the same :func:`load`, in the order
-    checked: each layer's values (file, environment, flags), then each key's final value."""
+        checked: each layer's values (file, environment, flags), then each key's final value."""
         return (self, *self.others)
 
 

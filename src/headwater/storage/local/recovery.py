@@ -72,7 +72,7 @@ from headwater.codec import batch as codec_batch
 from headwater.storage.api import CorruptSegment, RecoveryOutcome
 
 from .compaction import finish_interrupted
-from .prealloc import SLACK_BYTES
+from .prealloc import SLACK_BYTES, held_past_data
 from .index import ENTRY_SIZE, decode_entries, is_well_formed, read_index_file, write_index_file
 from .segment import (
     INDEX_SUFFIX,
@@ -243,12 +243,14 @@ def _walk(
     return walk, added
 
 
-def _free_reserved(fd: int, end: int) -> None:
-    """Free the blocks a crash left reserved past ``end`` (.prealloc: the window ahead, a
-    spare's whole segment and its index, a release that never ran): ``ftruncate`` to ``end``,
-    which leaves the size and the data alone."""
-    if os.fstat(fd).st_blocks * 512 > -(-end // 4096) * 4096 + SLACK_BYTES:
-        os.ftruncate(fd, end)
+def _free_reserved(fd: int) -> None:
+    """Free the blocks a crash left reserved past the file's end (.prealloc: the window ahead,
+    a spare's whole segment and its index, a release that never ran): ``ftruncate`` to its
+    size, which leaves the size and the data alone (:func:`.prealloc.held_past_data`, the
+    measure the worker's own release uses)."""
+    st = os.fstat(fd)
+    if held_past_data(st) > SLACK_BYTES:
+        os.ftruncate(fd, st.st_size)
 
 
 def recover_segment(
@@ -338,11 +340,11 @@ def recover_segment(
             os.ftruncate(fd, walk.end)
             os.fsync(fd)
         else:
-            _free_reserved(fd, walk.end)
+            _free_reserved(fd)  # not cut: its size is walk.end
         if not rewrite:  # (a rewritten index is a new file: nothing reserved)
             index_fd = os.open(index_path, os.O_RDWR)
             try:
-                _free_reserved(index_fd, os.fstat(index_fd).st_size)
+                _free_reserved(index_fd)
             finally:
                 os.close(index_fd)
         max_ts = max(walk.max_ts, max(entries[1::3], default=0))
