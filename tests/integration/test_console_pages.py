@@ -13,6 +13,7 @@ import urllib.request
 
 import apache_iggy as ig
 
+from kafka_python_group import subscriber
 from test_metrics_endpoint import logged_in, server  # noqa: F401  (server: the fixture, HTTP listener up)
 
 
@@ -87,14 +88,14 @@ def test_a_user_without_permissions_sees_and_changes_nothing(server):
 
 
 def test_kafka_group_members_assignment_and_lag(server):
-    from kafka import KafkaConsumer, KafkaProducer
+    from kafka import KafkaProducer
 
     producer = KafkaProducer(bootstrap_servers=server.kafka_address)
     for i in range(7):
         producer.send("console-kafka", value=b"k-%d" % i, partition=0)
     producer.flush()
     producer.close()
-    consumer = KafkaConsumer(
+    consumer = subscriber(
         "console-kafka", bootstrap_servers=server.kafka_address, group_id="console-readers", client_id="reader-1",
         enable_auto_commit=False, auto_offset_reset="earliest",
     )

@@ -25,6 +25,7 @@ import time
 import pytest
 
 from hw_server import ServerProcess, free_port
+from kafka_python_group import subscriber
 
 SESSION_MS = 6000
 HEARTBEAT_MS = 1000
@@ -134,11 +135,9 @@ class Recorder:
 
 def kafka_python_consumer(rec: Recorder, server, group: str, topic: str) -> None:
     """poll, process, commit the consumed positions; the group is rejoined inside poll()."""
-    from kafka import KafkaConsumer
-
-    c = KafkaConsumer(topic, bootstrap_servers=server.kafka_address, group_id=group, client_id=rec.client_id,
-                      enable_auto_commit=False, auto_offset_reset="earliest", session_timeout_ms=SESSION_MS,
-                      heartbeat_interval_ms=HEARTBEAT_MS, max_poll_interval_ms=REBALANCE_MS)
+    c = subscriber(topic, bootstrap_servers=server.kafka_address, group_id=group, client_id=rec.client_id,
+                   enable_auto_commit=False, auto_offset_reset="earliest", session_timeout_ms=SESSION_MS,
+                   heartbeat_interval_ms=HEARTBEAT_MS, max_poll_interval_ms=REBALANCE_MS)
     try:
         while not rec.stop.is_set():
             batch = c.poll(timeout_ms=200)
@@ -238,6 +237,7 @@ address, group, topic = sys.argv[1:4]
 c = KafkaConsumer(topic, bootstrap_servers=address, group_id=group, client_id="doomed",
                   enable_auto_commit=False, auto_offset_reset="earliest", session_timeout_ms=%d,
                   heartbeat_interval_ms=%d, max_poll_interval_ms=%d)
+assert c.partitions_for_topic(topic)  # known before the first join: see kafka_python_group.py
 while True:
     batch = c.poll(timeout_ms=200)
     for msgs in batch.values():
@@ -530,7 +530,7 @@ def test_kcat_balanced_consumer_commits_and_resumes(gserver):
 
 def test_committed_offsets_survive_a_sigkill_restart(tmp_path_factory):
     from confluent_kafka import Consumer
-    from kafka import KafkaConsumer, TopicPartition
+    from kafka import TopicPartition
     from kafka.admin import KafkaAdminClient
     from kafka.structs import OffsetAndMetadata
 
@@ -539,9 +539,8 @@ def test_committed_offsets_survive_a_sigkill_restart(tmp_path_factory):
         topic, group = "grp-durable", "g-durable"
         create_topic(s, topic, 3)
         produce(s, topic, 3, [b"d%d" % i for i in range(30)])
-        c = KafkaConsumer(topic, bootstrap_servers=s.kafka_address, group_id=group, enable_auto_commit=False,
-                          auto_offset_reset="earliest", session_timeout_ms=SESSION_MS,
-                          heartbeat_interval_ms=HEARTBEAT_MS)
+        c = subscriber(topic, bootstrap_servers=s.kafka_address, group_id=group, enable_auto_commit=False,
+                       auto_offset_reset="earliest", session_timeout_ms=SESSION_MS, heartbeat_interval_ms=HEARTBEAT_MS)
         try:
             got = wait_for(lambda: c.poll(timeout_ms=500), lambda b: bool(b), timeout_s=30)
             assert got

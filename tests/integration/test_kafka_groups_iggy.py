@@ -16,6 +16,7 @@ import apache_iggy as ig
 import pytest
 
 from hw_server import ServerProcess, free_port
+from kafka_python_group import subscriber
 from headwater.codec.iggy.codes import ConsumerKind
 from headwater.codec.iggy.commands import encode_request_body
 from headwater.codec.iggy.commands import offsets as wo
@@ -84,10 +85,8 @@ def kafka_committed(server, group: str) -> dict[int, tuple[int, str]]:
 
 def kafka_group_first_offsets(server, group: str, topic: str, partitions: int) -> dict[int, int]:
     """The first offset a new member of Kafka group ``group`` reads from each partition."""
-    from kafka import KafkaConsumer
-
-    c = KafkaConsumer(topic, bootstrap_servers=server.kafka_address, group_id=group, enable_auto_commit=False,
-                      auto_offset_reset="earliest", session_timeout_ms=SESSION_MS, heartbeat_interval_ms=1000)
+    c = subscriber(topic, bootstrap_servers=server.kafka_address, group_id=group, enable_auto_commit=False,
+                   auto_offset_reset="earliest", session_timeout_ms=SESSION_MS, heartbeat_interval_ms=1000)
     first: dict[int, int] = {}
     try:
         deadline = time.monotonic() + 30
@@ -100,13 +99,15 @@ def kafka_group_first_offsets(server, group: str, topic: str, partitions: int) -
 
 
 def test_kafka_commits_are_iggy_stored_offsets(gserver):
-    from kafka import KafkaConsumer, TopicPartition
+    from kafka import TopicPartition
     from kafka.structs import OffsetAndMetadata
 
     topic, group = "cross-k2i", "g-cross-k2i"
     kafka_setup(gserver, topic, 2, 20)  # 10 per partition
-    c = KafkaConsumer(topic, bootstrap_servers=gserver.kafka_address, group_id=group, enable_auto_commit=False,
-                      auto_offset_reset="earliest", session_timeout_ms=SESSION_MS, heartbeat_interval_ms=1000)
+    # the consumer knows both partitions before it joins (kafka_python_group: without that, its
+    # first assignment is empty and kafka-python can lose the rejoin that follows, under load)
+    c = subscriber(topic, bootstrap_servers=gserver.kafka_address, group_id=group, enable_auto_commit=False,
+                   auto_offset_reset="earliest", session_timeout_ms=SESSION_MS, heartbeat_interval_ms=1000)
     try:
         deadline = time.monotonic() + 30
         while not c.assignment() and time.monotonic() < deadline:

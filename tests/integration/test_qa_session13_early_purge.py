@@ -62,6 +62,28 @@ async def topic_t(server, partitions: int) -> ig.IggyClient:
     return c
 
 
+def reads_back(server, topic: str, p: int, end: int, *, head_deleted: bool = False) -> None:
+    """Partition ``p`` of ``s``/``topic`` polls back as ``payload(p, i)`` at offset ``i``, in order,
+    for every ``i`` from its first offset to ``end`` - 1: the first is 0, or with
+    ``head_deleted`` the first left, which must be above 0 (the oldest segments were deleted)."""
+    messages = asyncio.run(poll_all(server, "s", topic, p))
+    first = 0
+    if head_deleted:
+        first = messages[0].offset()
+        assert first > 0, p
+    assert [m.offset() for m in messages] == list(range(first, end)), p
+    assert [m.payload() for m in messages] == [payload(p, i) for i in range(first, end)], p
+
+
+def killed_and_read_back(server, sent: list[int]) -> None:
+    """SIGKILL the server, start it again: partition ``p`` of topic ``t`` reads back its
+    ``sent[p]`` messages (``reads_back``)."""
+    server.kill()
+    server.start()
+    for p, end in enumerate(sent):
+        reads_back(server, "t", p, end)
+
+
 @pytest.mark.skipif(not prealloc.available(), reason="needs Linux fallocate(2)")
 def test_many_partitions_a_small_budget_purge_and_deletion_while_spares_are_made(tmp_path):
     server = early_server(tmp_path, HEADWATER_SYSTEM_PREALLOCATE_BUDGET_BYTES=str(BUDGET), HEADWATER_SYSTEM_RETENTION_INTERVAL_S="0.2")
@@ -87,18 +109,9 @@ def test_many_partitions_a_small_budget_purge_and_deletion_while_spares_are_made
         assert max(peaks) <= BUDGET and values["headwater_prealloc_errors_total"] == 0, (max(peaks), values)
         # the budget was what bounded them, and spares were made (not all refused)
         assert values["headwater_prealloc_over_budget_total"] > 0 and values["headwater_prealloc_spares_total"] >= 1, values
-        server.kill()
-        server.start()
-        for p in range(PARTITIONS):
-            messages = asyncio.run(poll_all(server, "s", "t", p))
-            assert [m.offset() for m in messages] == list(range(len(messages))), p
-            assert [m.payload() for m in messages] == [payload(p, i) for i in range(sent[p])], p
+        killed_and_read_back(server, sent)
         for p in range(2):
-            messages = asyncio.run(poll_all(server, "s", "small", p))
-            first = messages[0].offset()
-            assert first > 0, p  # the oldest segments were deleted (max topic size)
-            assert [m.offset() for m in messages] == list(range(first, small[p])), p
-            assert [m.payload() for m in messages] == [payload(p, i) for i in range(first, small[p])], p
+            reads_back(server, "small", p, small[p], head_deleted=True)  # max topic size
         stopped_and_clean(server)
     finally:
         if server.proc is not None:
@@ -138,12 +151,7 @@ def test_a_topic_deleted_and_made_again_while_its_spares_are_made(tmp_path):
         values = prealloc_metrics(server)
         assert values["headwater_prealloc_held_bytes"] == 0 and values["headwater_prealloc_errors_total"] == 0, values
         assert glob.glob(str(server.data_dir / "streams" / "**" / (prealloc.SPARE_PREFIX + "*")), recursive=True) == []
-        server.kill()
-        server.start()
-        for p in range(4):
-            messages = asyncio.run(poll_all(server, "s", "t", p))
-            assert [m.offset() for m in messages] == list(range(sent[p])), p
-            assert [m.payload() for m in messages] == [payload(p, i) for i in range(sent[p])], p
+        killed_and_read_back(server, sent)
         stopped_and_clean(server)
     finally:
         if server.proc is not None:
@@ -171,11 +179,7 @@ def test_a_budget_smaller_than_one_spare_lets_no_spare_in_and_writes_go_on(tmp_p
         assert values["headwater_prealloc_spares_total"] == 0 and values["headwater_prealloc_over_budget_total"] > 0
         logs = glob.glob(str(server.data_dir / "streams" / "**" / "*.log"), recursive=True)
         assert len(logs) == 4, logs  # no early roll without a spare
-        server.kill()
-        server.start()
-        for p in range(4):
-            messages = asyncio.run(poll_all(server, "s", "t", p))
-            assert [m.payload() for m in messages] == [payload(p, i) for i in range(sent[p])], p
+        killed_and_read_back(server, sent)
         stopped_and_clean(server)
     finally:
         if server.proc is not None:

@@ -41,6 +41,7 @@ from ...core.groups.classic import (
     GroupCoordinator,
     JoinResult,
     LeaveResult,
+    Member,
     Outcome,
     Reply,
     State,
@@ -93,12 +94,41 @@ class KafkaGroups:
     def _on_timer(self) -> None:
         self._timer = None
         self._due_ms = None
+        now = self.now_ms()
+        before = self._members()
         try:
-            completions = self.coordinator.tick(self.now_ms())
+            completions = self.coordinator.tick(now)
         except Exception:  # a coordinator bug: keep the timer alive for the other groups
             log.exception("group timer failed")
             completions = []
+        self._log_timed_out(before, now)
         self._settle(completions)
+
+    def _members(self) -> dict[str, tuple[State, int, dict[str, Member]]]:
+        """Each group's state, generation and members (a copy of the mapping), to see what a tick removed."""
+        out = {}
+        for name in self.coordinator.names():
+            g = self.coordinator.get(name)
+            if g is not None:
+                out[name] = (g.state, g.generation_id, dict(g.members))
+        return out
+
+    def _log_timed_out(self, before: dict[str, tuple[State, int, dict[str, Member]]], now: int) -> None:
+        """One line per member a tick removed: who, and whether its session ran out (no heartbeat,
+        commit, join or sync for ``session_ms``; a client starved or stuck looks like this) or a
+        rebalance deadline passed without its join or sync. A member that vanished from a test's
+        group is otherwise only a ``member-removed`` state line."""
+        for name, (state, generation, members) in before.items():
+            g = self.coordinator.get(name)
+            left = g.members if g is not None else {}
+            for member_id, m in members.items():
+                if member_id in left:
+                    continue
+                session = (m.is_new or not m.parked) and now >= m.deadline_ms
+                log.info("group member timed out", extra={"kv": {
+                    "group": name, "member": member_id, "client": m.client_id,
+                    "why": "session" if session else "rebalance", "session_ms": m.session_timeout_ms,
+                    "state": state.value, "generation": generation}})
 
     def close(self) -> None:
         if self._timer is not None:
@@ -162,6 +192,9 @@ class KafkaGroups:
         reply = self.coordinator.leave(group_id, now_ms=self.now_ms(), members=members)
         self._settle(reply.completions)
         assert reply.result is not None
+        for m in reply.result.members:
+            if m.outcome is Outcome.UNKNOWN_MEMBER:  # gone already: timed out, or never joined
+                log.info("group leave of an unknown member", extra={"kv": {"group": group_id, "member": m.member_id}})
         return reply.result
 
     def validate_commit(self, group_id: str, **request: Any) -> Outcome:

@@ -173,6 +173,28 @@ def test_the_timer_expires_sessions_and_rebalances_the_rest():
     asyncio.run(go())
 
 
+def test_the_timer_logs_the_member_it_removes_and_why(caplog):
+    """A member gone silent (a client stuck or starved) is named in the server log when its
+    session ends, and its late LeaveGroup too: a test that failed once shows who went and why."""
+    async def go():
+        groups = KafkaGroups(FAST)
+        ctx = Ctx(asyncio.Event())
+        a = await groups.join(ctx, "g", **join_kw(session_ms=50))
+        await groups.sync(ctx, "g", member_id=a.member_id, generation_id=1, assignments=[])
+        assert await wait_until(lambda: a.member_id not in groups.coordinator.get("g").members)
+        groups.leave("g", [(a.member_id, None)])
+        groups.close()
+        return a.member_id
+
+    with caplog.at_level("INFO", logger="headwater.kafka.groups"):
+        member = asyncio.run(go())
+    timed_out = [r.kv for r in caplog.records if r.getMessage() == "group member timed out"]
+    assert timed_out == [{"group": "g", "member": member, "client": "c", "why": "session", "session_ms": 50,
+                          "state": "Stable", "generation": 1}]
+    unknown = [r.kv for r in caplog.records if r.getMessage() == "group leave of an unknown member"]
+    assert unknown == [{"group": "g", "member": member}]
+
+
 def test_no_deadline_no_timer():
     async def go():
         groups = KafkaGroups(FAST)
