@@ -391,10 +391,22 @@ def test_http_address_taken_is_one_line(tmp_path):
 # --------------------------------------------------------------------------- interrupted
 
 
+def _sigint_default() -> None:
+    """In the child before exec: SIGINT back to SIG_DFL (see :func:`_sigint_once`)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _sigint_once(cmd: list[str], env: dict, ready, sig: int = signal.SIGINT) -> subprocess.Popen:
     """Run ``cmd``, poll ``ready(pid)`` (bounded) until it holds or the process exits, send
-    ``sig`` (SIGINT), and wait; returns the finished process with ``out`` / ``err`` attributes."""
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    ``sig`` (SIGINT), and wait; returns the finished process with ``out`` / ``err`` attributes.
+
+    The child starts with SIGINT at its default disposition, as a shell's foreground job (the user
+    who presses Ctrl-C) has it, whatever this process inherited: a suite run as a background job
+    of a shell without job control has SIGINT ignored, and an ignored SIGINT is inherited through
+    exec (Python then installs no handler for it, rightly: that is how shells keep Ctrl-C away
+    from background jobs)."""
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                         preexec_fn=_sigint_default)
     try:
         for _ in range(200_000):
             if p.poll() is not None or ready(p.pid):
