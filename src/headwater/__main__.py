@@ -9,6 +9,8 @@ later one gets: one line on stderr and exit status 130, no traceback.
 both signals over once it serves, a SIGTERM raises :class:`StartTerminated` (a
 KeyboardInterrupt, so every clean-up a SIGINT runs runs), and the start ends with one
 line and exit status 143 (128 + 15) instead of being killed halfway (-15).
+
+The command never imports hypothesis (:func:`_without_hypothesis`).
 """
 
 import signal
@@ -38,7 +40,23 @@ def interrupted_start(exc: BaseException) -> NoReturn:
     sys.exit(143 if term else 130)
 
 
+def _without_hypothesis() -> None:
+    """Make ``import hypothesis`` fail in this process (a ``None`` entry in ``sys.modules`` is
+    the import system's "not importable": ImportError), unless something imported it already.
+
+    Kafka's schema package kio (``kio.static._phantom``) imports ``hypothesis.strategies``
+    whenever it can and registers a strategy for each of its primitive types: with the test
+    extra installed, that is 0.1-0.4 s of every ``serve`` and client command, and about 2 s
+    more plus a ``.hypothesis/`` directory in the working directory when that directory has
+    no hypothesis cache yet (the text strategy builds its character table there). kio takes
+    the ImportError as "hypothesis is not installed", as in a production install. The command
+    generates no test data; tests that want kio's strategies import hypothesis in their own
+    process first."""
+    sys.modules.setdefault("hypothesis", None)
+
+
 def run() -> None:
+    _without_hypothesis()
     starting = "serve" in sys.argv[1:]
     if starting:
         signal.signal(signal.SIGTERM, _on_sigterm)
