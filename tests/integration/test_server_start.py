@@ -5,6 +5,8 @@
 - On a fresh server, the first request of every Kafka API (its handler module imported then)
   is answered, and answered as the server answers any request: a decodable response with
   the request's correlation id, nothing logged as failed.
+- The web console (built on its first request) answers concurrent first requests as it
+  answers later ones.
 - ``headwater`` does not import hypothesis (kio would register its strategies, and hypothesis
   would leave a ``.hypothesis/`` directory in the working directory).
 """
@@ -14,6 +16,9 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 
 from kio.static.constants import EntityType
 
@@ -76,6 +81,28 @@ def test_first_request_of_every_api_is_answered(fresh_server):
             wire.close()
     assert answered == [key for key, _, _ in ADVERTISED]
     assert "handler failed" not in fresh_server.log()
+
+
+def _get(url: str) -> tuple[int, str, bytes]:
+    """(status, final URL, body) of a GET that does not follow redirects past the console."""
+    try:
+        with urllib.request.urlopen(url, timeout=30) as r:
+            return r.status, r.url, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.url, e.read()
+
+
+def test_console_first_requests_are_answered_as_later_ones(fresh_server):
+    base = f"http://127.0.0.1:{fresh_server.http_port}/console"
+    paths = ["/login", "/", "/static/console.css", "/nowhere", "/login", "/"]
+    with ThreadPoolExecutor(len(paths)) as pool:  # all at once, while the console is being made
+        first = list(pool.map(_get, [base + p for p in paths]))
+    later = [_get(base + p) for p in paths]
+    assert first == later
+    status, url, body = later[0]
+    assert status == 200 and url.endswith("/console/login") and b"<form" in body
+    assert later[1][1].endswith("/console/login")  # not logged in: sent to the login page
+    assert later[3][0] == 404
 
 
 def test_headwater_does_not_import_hypothesis(tmp_path):
