@@ -1,6 +1,6 @@
 """What a start of ``headwater serve`` on an empty data directory costs, and a CLI command.
 
-Usage: ``python benchmarks/bench_serve_start.py [--rounds 5] [--server-python PY ...]``
+Usage: ``python benchmarks/bench_serve_start.py [--rounds 5] [--server-python PY ...] [--cwd DIR]``
 
 Per round, for each ``--server-python`` in turn (A/B alternating; the default is this
 interpreter):
@@ -14,6 +14,12 @@ interpreter):
 - *version*: ``PY -m headwater --version`` (wall, and CPU from the child's rusage).
 - *cli*: ``PY -m headwater stream list`` against the server of this round (while it runs),
   logged in as iggy/iggy.
+
+Every process runs in ``--cwd`` (default: an empty temporary directory, as a user's). A
+hypothesis installed in a server's venv matters there: kio registers hypothesis strategies
+when it can import it, and hypothesis builds its character table into ``.hypothesis/`` of
+the working directory unless one is there already (``--cwd`` of a checkout whose tests ran:
+the test suite's case).
 
 Prints one line per run and the median of each figure per interpreter. Keep the machine
 quiet (``flock -x /work/bench.lock``); the load average is printed beside the figures.
@@ -62,7 +68,7 @@ def _timed_command(args: list[str], cwd: str) -> tuple[float, float]:
     return wall, usage.ru_utime + usage.ru_stime
 
 
-def one_round(python: str, root: str) -> dict[str, float]:
+def one_round(python: str, root: str, cwd: str) -> dict[str, float]:
     data_dir = tempfile.mkdtemp(prefix="data-", dir=root)
     shutil.rmtree(data_dir)  # a data directory that does not exist yet: the first start's path
     log_path = os.path.join(root, "server.log")
@@ -76,7 +82,7 @@ def one_round(python: str, root: str) -> dict[str, float]:
     out: dict[str, float] = {}
     with open(log_path, "wb") as log:
         t0 = time.perf_counter()
-        proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=_env(), cwd=root)
+        proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=_env(), cwd=cwd)
     try:
         while True:
             with open(log_path, errors="replace") as f:
@@ -92,14 +98,14 @@ def one_round(python: str, root: str) -> dict[str, float]:
         out["serve_cpu_1s"] = _cpu_of(proc.pid)
         out["cli_wall"], out["cli_cpu"] = _timed_command(
             [python, "-m", "headwater", "--server", f"127.0.0.1:{tcp}", "-u", "iggy", "-p", "iggy",
-             "stream", "list"], root)
+             "stream", "list"], cwd)
     finally:
         proc.send_signal(signal.SIGTERM)
         rc = proc.wait()
         shutil.rmtree(data_dir, ignore_errors=True)
     if rc != 0:
         raise RuntimeError(f"server exited with {rc}")
-    out["version_wall"], out["version_cpu"] = _timed_command([python, "-m", "headwater", "--version"], root)
+    out["version_wall"], out["version_cpu"] = _timed_command([python, "-m", "headwater", "--version"], cwd)
     return out
 
 
@@ -110,6 +116,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--server-python", action="append", help="interpreter(s) to run the server with (A/B)")
+    ap.add_argument("--cwd", help="the processes' working directory (default: an empty temporary one, made per run)")
     args = ap.parse_args()
     pythons = args.server_python or [sys.executable]
     root = tempfile.mkdtemp(prefix="bench-serve-start-", dir="/work" if os.path.isdir("/work") else None)
@@ -118,7 +125,8 @@ def main() -> None:
         print(f"load average before: {os.getloadavg()[0]:.2f}")
         for r in range(args.rounds):
             for i, py in enumerate(pythons):
-                got = one_round(py, root)
+                cwd = args.cwd or tempfile.mkdtemp(prefix="cwd-", dir=root)
+                got = one_round(py, root, cwd)
                 for k, v in got.items():
                     results[py][k].append(v)
                 print(f"round {r} server {i}: " + ", ".join(f"{k} {got[k]:.3f}" for k in FIGURES)
