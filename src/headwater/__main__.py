@@ -72,12 +72,18 @@ def server_imported() -> None:
         gc.enable()
 
 
+def collector_on() -> None:
+    """Turn the cyclic collector back on where :func:`run` turned it off for a command that is
+    not ``serve`` after all (``serve`` was another argument, e.g. a stream's name)."""
+    gc.enable()
+
+
 def run() -> None:
     _without_hypothesis()
     starting = "serve" in sys.argv[1:]
     if starting:
         signal.signal(signal.SIGTERM, _on_sigterm)
-        gc.disable()  # until server_imported()
+        gc.disable()  # until server_imported() (or collector_on(): another command)
     try:
         from .cli.main import main
     except KeyboardInterrupt as exc:

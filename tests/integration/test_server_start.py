@@ -124,3 +124,22 @@ def test_headwater_does_not_import_hypothesis(tmp_path):
     assert "hypothesis imported: False" in done.stdout
     assert not (cwd / ".hypothesis").exists()
     assert not (tmp_path / "data").exists()
+
+
+def test_the_cyclic_collector_is_on_again_once_the_command_runs(tmp_path):
+    # run() turns it off when "serve" is an argument, for serve's imports; serve turns it on
+    # after them, and another command (here "serve" is a stream's name) at once
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HEADWATER_")}
+    for argv, code in ((["serve", "--data-dir", str(tmp_path / "data"), "--tcp-address", "nonsense"], 2),
+                       (["--server", "127.0.0.1:1", "stream", "get", "serve"], 3)):
+        probe = (
+            "import atexit, gc, sys\n"
+            "atexit.register(lambda: print('collector on:', gc.isenabled()))\n"
+            f"sys.argv = ['headwater', *{argv!r}]\n"
+            "from headwater.__main__ import run\n"
+            "run()\n"
+        )
+        done = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env=env, capture_output=True, text=True,
+                              timeout=120)
+        assert done.returncode == code, (argv, done.stderr)
+        assert "collector on: True" in done.stdout, (argv, done.stdout, done.stderr)
