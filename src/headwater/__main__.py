@@ -9,8 +9,12 @@ later one gets: one line on stderr and exit status 130, no traceback.
 both signals over once it serves, a SIGTERM raises :class:`StartTerminated` (a
 KeyboardInterrupt, so every clean-up a SIGINT runs runs), and the start ends with one
 line and exit status 143 (128 + 15) instead of being killed halfway (-15).
+
+The command never imports hypothesis (:func:`_without_hypothesis`), and ``serve`` imports its
+modules with the cyclic garbage collector off (:func:`server_imported`).
 """
 
+import gc
 import signal
 import sys
 from typing import NoReturn
@@ -38,10 +42,48 @@ def interrupted_start(exc: BaseException) -> NoReturn:
     sys.exit(143 if term else 130)
 
 
+def _without_hypothesis() -> None:
+    """Make ``import hypothesis`` fail in this process (a ``None`` entry in ``sys.modules`` is
+    the import system's "not importable": ImportError), unless something imported it already.
+
+    Kafka's schema package kio (``kio.static._phantom``) imports ``hypothesis.strategies``
+    whenever it can and registers a strategy for each of its primitive types: with the test
+    extra installed, that is 0.1-0.4 s of every ``serve`` and client command, and about 2 s
+    more plus a ``.hypothesis/`` directory in the working directory when that directory has
+    no hypothesis cache yet (the text strategy builds its character table there). kio takes
+    the ImportError as "hypothesis is not installed", as in a production install. The command
+    generates no test data; tests that want kio's strategies import hypothesis in their own
+    process first."""
+    sys.modules.setdefault("hypothesis", None)
+
+
+def server_imported() -> None:
+    """``serve`` calls this once the server's modules are imported. Until then (from
+    :func:`run`) the cyclic collector is off: the imports make some 75k objects that live as
+    long as the process, and the ~180 automatic collections they would trigger, each walking
+    what is there so far, were ~0.1 s of a start's CPU. Now one collection frees the imports'
+    garbage, :func:`gc.freeze` keeps what survives out of every later collection's walk (the
+    start's own collect-and-freeze in ``app.serve`` then walks only what the start made), and
+    the collector runs again. A no-op where the collector is on (``serve`` not started by
+    :func:`run`, e.g. in a test's process)."""
+    if not gc.isenabled():
+        gc.collect()
+        gc.freeze()
+        gc.enable()
+
+
+def collector_on() -> None:
+    """Turn the cyclic collector back on where :func:`run` turned it off for a command that is
+    not ``serve`` after all (``serve`` was another argument, e.g. a stream's name)."""
+    gc.enable()
+
+
 def run() -> None:
+    _without_hypothesis()
     starting = "serve" in sys.argv[1:]
     if starting:
         signal.signal(signal.SIGTERM, _on_sigterm)
+        gc.disable()  # until server_imported() (or collector_on(): another command)
     try:
         from .cli.main import main
     except KeyboardInterrupt as exc:

@@ -129,3 +129,26 @@ def test_a_failed_start_names_a_default_by_its_key_and_the_flag_that_changes_it(
     assert _named("quic.address", {}) == "quic.address (the default; --quic-address changes it)"
     assert _named("quic.address", {"quic.address": "HEADWATER_QUIC_ADDRESS"}) == "HEADWATER_QUIC_ADDRESS"
     assert _named("http.tls_cert_file", {}) == "http.tls_cert_file"  # no flag for it
+
+
+def test_the_lazily_loaded_command_modules_define_exactly_the_names_listed():
+    import importlib
+    import subprocess
+    import sys
+
+    from headwater.cli import main as cli_main
+
+    for module_name, names in cli_main.COMMAND_MODULES.items():
+        module = importlib.import_module(f"headwater.cli.{module_name}")
+        defined = [c.name for c in (*getattr(module, "GROUPS", ()), *getattr(module, "COMMANDS", ()))]
+        assert sorted(defined) == sorted(names), module_name
+    ctx = click.Context(cli_main.main)
+    listed = cli_main.main.list_commands(ctx)
+    assert listed == sorted({"serve", *(n for names in cli_main.COMMAND_MODULES.values() for n in names)})
+    assert all(cli_main.main.get_command(ctx, name) is not None for name in listed)
+    # a process that only serves (or asks the version) imports none of them
+    probe = ("import sys\nfrom headwater.cli import main\n"
+             "print(sorted(m for m in ('identity', 'inspect_cmd', 'messaging', 'offline', 'resources')"
+             " if 'headwater.cli.' + m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

@@ -15,11 +15,13 @@ import enum
 import json
 import sys
 from datetime import datetime, timezone
-from typing import Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import click
-from rich.console import Console
-from rich.table import Table
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
 
 from ..codec.errors import CodecError
 from ..codec.headers import decode_options_block, unpack_value
@@ -28,8 +30,17 @@ OUTPUTS = ("table", "json")
 
 
 def console(err: bool = False) -> Console:
-    """A console on the current stdout/stderr (so click's test runner captures it)."""
+    """A console on the current stdout/stderr (so click's test runner captures it). rich is
+    imported here, at a command's first table: ``serve`` and ``--version`` never load it."""
+    from rich.console import Console
+
     return Console(file=sys.stderr if err else sys.stdout, soft_wrap=True, highlight=False)
+
+
+def _table(title: str | None) -> Table:
+    from rich.table import Table
+
+    return Table(title=title, show_header=True)
 
 
 def decode_options(block: bytes) -> dict[str, Any]:
@@ -123,7 +134,7 @@ def emit(output: str, data: Any, columns: Sequence[tuple[str, Any]] | None = Non
     if columns is None:
         plain = jsonable(data)
         if isinstance(plain, dict):
-            table = Table(title=title, show_header=True)
+            table = _table(title)
             table.add_column("field")
             table.add_column("value", overflow="fold")
             for k, v in plain.items():
@@ -132,7 +143,7 @@ def emit(output: str, data: Any, columns: Sequence[tuple[str, Any]] | None = Non
         else:
             click.echo(plain if isinstance(plain, str) else json.dumps(plain))
         return
-    table = Table(title=title, show_header=True)
+    table = _table(title)
     for header, _ in columns:
         table.add_column(header, overflow="fold")
     for row in rows if rows is not None else data:

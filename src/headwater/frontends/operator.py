@@ -6,13 +6,18 @@
   :func:`headwater.metrics.exposition` (Prometheus text format, prometheus_client's
   ``CONTENT_TYPE_LATEST``), without login, as Iggy serves it. The endpoint is ``async`` so the
   scrape runs on the event loop's thread, where the broker state it reads lives.
-- ``/console`` (when ``console_enabled``): :func:`headwater.frontends.console.build_console`.
+- ``/console`` (when ``console_enabled``): :func:`headwater.frontends.console.build_console`,
+  imported and built on the console's first request (:class:`_LazyConsole`: jinja2 and the
+  console's modules were ~70 ms of every server start, most of which never show a page).
 
 ``coordinator`` is the Kafka front-end's group coordinator (None without a Kafka listener), for
 the console's group members.
 """
 
 from __future__ import annotations
+
+import asyncio
+from importlib import import_module
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -22,7 +27,6 @@ from .. import metrics
 from ..config import HttpConfig
 from ..core.broker import Broker
 from ..core.groups.classic import GroupCoordinator
-from .console import build_console
 
 CONSOLE_PATH = "/console"
 
@@ -32,10 +36,34 @@ async def metrics_endpoint(request: Request) -> Response:
     return Response(body, headers={"Content-Type": content_type})
 
 
+class _LazyConsole:
+    """The console's ASGI app, made on its first request: its modules are imported in a worker
+    thread (the event loop goes on serving meanwhile; requests that arrive before it is ready
+    wait for the same import), then ``build_console`` runs once on the loop. Every request,
+    the first included, is then the console's own."""
+
+    def __init__(self, broker: Broker, coordinator: GroupCoordinator | None, metrics_path: str):
+        self._args = (broker, coordinator)
+        self._metrics_path = metrics_path
+        self._app = None
+        self._importing: asyncio.Future | None = None
+
+    async def __call__(self, scope, receive, send) -> None:
+        app = self._app
+        if app is None:
+            if self._importing is None:
+                self._importing = asyncio.ensure_future(asyncio.to_thread(import_module, f"{__package__}.console"))
+            console = await asyncio.shield(self._importing)
+            if self._app is None:
+                self._app = console.build_console(*self._args, metrics_path=self._metrics_path)
+            app = self._app
+        await app(scope, receive, send)
+
+
 def operator_routes(broker: Broker, http: HttpConfig, coordinator: GroupCoordinator | None = None) -> list[BaseRoute]:
     routes: list[BaseRoute] = []
     if http.metrics_enabled:
         routes.append(Route(http.metrics_endpoint, metrics_endpoint, methods=["GET"]))
     if http.console_enabled:
-        routes.append(Mount(CONSOLE_PATH, app=build_console(broker, coordinator, metrics_path=http.metrics_endpoint)))
+        routes.append(Mount(CONSOLE_PATH, app=_LazyConsole(broker, coordinator, http.metrics_endpoint)))
     return routes

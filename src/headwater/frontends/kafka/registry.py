@@ -1,11 +1,17 @@
-"""The Kafka API registry: api_key -> (versions, handler), filled by ``@kafka_api``.
+"""The Kafka API registry: api_key -> (versions, handler module) in :data:`APIS`, and the
+handlers, filled by ``@kafka_api`` when their module is imported.
 
-ApiVersions is built from this dict, so what is advertised is what is
-registered. A handler takes ``(ctx, request)``: ``request`` is the kio
-request entity for ``ctx.version`` (or the raw body bytes for a version kio
-has no schema for, e.g. Produce v0-2) and returns the kio response entity,
-``None`` for "send no response" (Produce with acks=0), or an awaitable of
-either. Its docstring says what each version adds.
+:data:`APIS` is the one list of what this broker serves: ApiVersions is built from it and a
+request is checked against it before its handler module is loaded, so a server need not
+import every handler (and its kio schemas and codecs) before it listens: an API's module is
+imported on its first request (``handlers.handler``, ~0.3-5 ms once), and a module's
+``@kafka_api`` registers only an API that :data:`APIS` lists under that module.
+
+A handler takes ``(ctx, request)``: ``request`` is the kio request entity for
+``ctx.version`` (or the raw body bytes for a version kio has no schema for, e.g.
+Produce v0-2) and returns the kio response entity, ``None`` for "send no response"
+(Produce with acks=0), or an awaitable of either. Its module's docstring says what
+each version adds.
 """
 
 from __future__ import annotations
@@ -70,19 +76,67 @@ class Api:
     key: int
     min_version: int
     max_version: int
-    handler: Handler
+    module: str  # the module of ``handlers`` whose ``@kafka_api`` registers its handler
 
 
-APIS: dict[int, Api] = {}
+APIS: dict[int, Api] = {int(key): Api(int(key), low, high, module) for key, low, high, module in (
+    (ApiKey.PRODUCE, 0, 12, "produce"),
+    (ApiKey.FETCH, 4, 17, "fetch"),
+    (ApiKey.LIST_OFFSETS, 1, 10, "list_offsets"),
+    (ApiKey.METADATA, 0, 13, "metadata"),
+    (ApiKey.OFFSET_COMMIT, 2, 9, "offset_commit"),
+    (ApiKey.OFFSET_FETCH, 1, 9, "offset_fetch"),
+    (ApiKey.FIND_COORDINATOR, 0, 6, "find_coordinator"),
+    (ApiKey.JOIN_GROUP, 0, 9, "join_group"),
+    (ApiKey.HEARTBEAT, 0, 4, "heartbeat"),
+    (ApiKey.LEAVE_GROUP, 0, 5, "leave_group"),
+    (ApiKey.SYNC_GROUP, 0, 5, "sync_group"),
+    (ApiKey.DESCRIBE_GROUPS, 0, 6, "describe_groups"),
+    (ApiKey.LIST_GROUPS, 0, 5, "list_groups"),
+    (ApiKey.SASL_HANDSHAKE, 0, 1, "sasl_handshake"),
+    (ApiKey.API_VERSIONS, 0, 4, "api_versions"),
+    (ApiKey.CREATE_TOPICS, 2, 7, "create_topics"),
+    (ApiKey.DELETE_TOPICS, 1, 6, "delete_topics"),
+    (ApiKey.DELETE_RECORDS, 0, 2, "delete_records"),
+    (ApiKey.INIT_PRODUCER_ID, 0, 5, "init_producer_id"),
+    (ApiKey.OFFSET_FOR_LEADER_EPOCH, 2, 4, "offset_for_leader_epoch"),
+    (ApiKey.ADD_PARTITIONS_TO_TXN, 0, 3, "add_partitions_to_txn"),
+    (ApiKey.ADD_OFFSETS_TO_TXN, 0, 3, "add_offsets_to_txn"),
+    (ApiKey.END_TXN, 0, 3, "end_txn"),
+    (ApiKey.TXN_OFFSET_COMMIT, 0, 3, "txn_offset_commit"),
+    (ApiKey.DESCRIBE_ACLS, 1, 3, "acls"),
+    (ApiKey.CREATE_ACLS, 1, 3, "acls"),
+    (ApiKey.DELETE_ACLS, 1, 3, "acls"),
+    (ApiKey.DESCRIBE_CONFIGS, 1, 4, "describe_configs"),
+    (ApiKey.ALTER_CONFIGS, 0, 2, "alter_configs"),
+    (ApiKey.DESCRIBE_LOG_DIRS, 1, 4, "describe_log_dirs"),
+    (ApiKey.SASL_AUTHENTICATE, 0, 2, "sasl_authenticate"),
+    (ApiKey.CREATE_PARTITIONS, 0, 3, "create_partitions"),
+    (ApiKey.DELETE_GROUPS, 0, 2, "delete_groups"),
+    (ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, "incremental_alter_configs"),
+    (ApiKey.OFFSET_DELETE, 0, 0, "offset_delete"),
+    (ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, 0, "describe_user_scram_credentials"),
+    (ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, 0, "alter_user_scram_credentials"),
+    (ApiKey.DESCRIBE_CLUSTER, 0, 2, "describe_cluster"),
+    (ApiKey.DESCRIBE_TRANSACTIONS, 0, 0, "describe_transactions"),
+    (ApiKey.LIST_TRANSACTIONS, 0, 1, "list_transactions"),
+)}
+"""Every API served, by key: its versions (inclusive; what ApiVersions advertises) and handler module."""
+
+HANDLERS: dict[int, Handler] = {}
+"""The handlers registered so far, by API key (``handlers.handler`` imports the rest on use)."""
 
 
-def kafka_api(key: ApiKey, versions: tuple[int, int]) -> Callable[[Handler], Handler]:
-    """Register ``fn`` for ``key`` over ``versions`` (inclusive), advertised in ApiVersions."""
+def kafka_api(key: ApiKey) -> Callable[[Handler], Handler]:
+    """Register ``fn`` as the handler of ``key`` (an API of :data:`APIS`, served at its versions)."""
 
     def register(fn: Handler) -> Handler:
-        if int(key) in APIS:
+        api = APIS.get(int(key))
+        if api is None or fn.__module__.rpartition(".")[2] != api.module:
+            raise RuntimeError(f"Kafka API {key!r} is not listed in registry.APIS for module {fn.__module__}")
+        if int(key) in HANDLERS:
             raise RuntimeError(f"Kafka API {key!r} registered twice")
-        APIS[int(key)] = Api(int(key), versions[0], versions[1], fn)
+        HANDLERS[int(key)] = fn
         return fn
 
     return register

@@ -50,7 +50,8 @@ from ...core import errors as core_errors
 from ...core.broker import Broker
 from ...core.sasl import AuthenticationFailed
 from ..listener import Connection, Limits
-from . import handlers  # noqa: F401  (registers every API)
+from . import authz, configs  # noqa: F401  (shared by most handlers: loaded now, so a first request imports only its own module)
+from . import handlers
 from ...codec.kafka import messages
 from ...codec.kafka.produce import parse_request as parse_produce_request
 from ...codec.kafka.framing import SIZE, FrameError, decode_request_header, peek_header, response_prefix
@@ -295,7 +296,7 @@ class KafkaFrontend:
         request.t0 = time.perf_counter()
         body, request.body = request.body, None  # a Produce body holds views of the frame: not kept
         try:
-            return request.api.handler(ctx, body)
+            return handlers.handler(request.api)(ctx, body)
         except Exception as e:
             raise _handler_failed(request, e) from e
 

@@ -15,8 +15,9 @@ from headwater.core.broker import Broker
 from headwater.codec.kafka import framing, messages
 from headwater.frontends.kafka import configs, errors
 from headwater.frontends.kafka.names import Names, is_valid_name, topic_id
-from headwater.frontends.kafka.registry import APIS
-from headwater.frontends.kafka.server import KafkaFrontend  # noqa: F401  (registers the handlers)
+from headwater.frontends.kafka import handlers, registry
+from headwater.frontends.kafka.registry import APIS, HANDLERS, ApiKey
+from headwater.frontends.kafka.server import KafkaFrontend
 from headwater.storage.api import open_engine
 
 
@@ -56,6 +57,18 @@ def test_registry_versions_have_schemas():
             if (api.key, v) in {(0, 0), (0, 1), (0, 2)}:
                 continue  # Produce v0-2: hand-encoded UNSUPPORTED_VERSION
             assert messages.has_schema(api.key, v), (api.key, v)
+
+
+def test_every_listed_api_module_registers_exactly_its_apis():
+    handlers.load_all()  # what the first request of each API does
+    assert sorted(HANDLERS) == sorted(APIS)
+    for key, fn in HANDLERS.items():
+        assert fn.__module__ == f"{handlers.__name__}.{APIS[key].module}", key
+        assert handlers.handler(APIS[key]) is fn
+    assert sorted(APIS) == sorted(int(k) for k in ApiKey)  # every key named is served
+    # a handler its module's entry does not list is refused (what is served is what APIS lists)
+    with pytest.raises(RuntimeError, match="not listed"):
+        registry.kafka_api(ApiKey.FETCH)(lambda ctx, request: None)
 
 
 def test_build_fills_and_converts_fields():

@@ -29,7 +29,7 @@ def _filter(f) -> AclFilter:
     ).validate()
 
 
-@kafka_api(ApiKey.DESCRIBE_ACLS, versions=(1, 3))
+@kafka_api(ApiKey.DESCRIBE_ACLS)
 def describe_acls(ctx: Context, request):
     def reply(code: int, message: str | None, resources=()):
         return ctx.response(throttle_time=0, error_code=code, error_message=message, resources=resources)
@@ -59,7 +59,7 @@ def describe_acls(ctx: Context, request):
     return reply(0, None, resources)
 
 
-@kafka_api(ApiKey.CREATE_ACLS, versions=(1, 3))
+@kafka_api(ApiKey.CREATE_ACLS)
 def create_acls(ctx: Context, request):
     allowed = authz.cluster(ctx, Operation.ALTER)
     results, valid = [], []
@@ -83,7 +83,7 @@ def create_acls(ctx: Context, request):
     return ctx.response(throttle_time=0, results=tuple(results))
 
 
-@kafka_api(ApiKey.DELETE_ACLS, versions=(1, 3))
+@kafka_api(ApiKey.DELETE_ACLS)
 def delete_acls(ctx: Context, request):
     def result(code: int, message: str | None, matches=()):
         return ctx.build("DeleteAclsFilterResult", error_code=code, error_message=message, matching_acls=matches)

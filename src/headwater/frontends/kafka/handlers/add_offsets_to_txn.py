@@ -21,7 +21,7 @@ from .. import authz
 from ..registry import ApiKey, Context, kafka_api
 
 
-@kafka_api(ApiKey.ADD_OFFSETS_TO_TXN, versions=(0, 3))
+@kafka_api(ApiKey.ADD_OFFSETS_TO_TXN)
 def add_offsets_to_txn(ctx: Context, request):
     if not authz.transactional_id(ctx, Operation.WRITE, request.transactional_id):
         return ctx.response(throttle_time=0, error_code=authz.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)

@@ -23,7 +23,7 @@ from .. import authz
 from ..registry import ApiKey, Context, kafka_api
 
 
-@kafka_api(ApiKey.ADD_PARTITIONS_TO_TXN, versions=(0, 3))
+@kafka_api(ApiKey.ADD_PARTITIONS_TO_TXN)
 def add_partitions_to_txn(ctx: Context, request):
     names = ctx.frontend.names
     found = []  # (name, index, key or None)

@@ -32,7 +32,7 @@ def apply(ctx: Context, resource_type: int, resource_name: str, changes: dict, v
     return 0, None
 
 
-@kafka_api(ApiKey.ALTER_CONFIGS, versions=(0, 2))
+@kafka_api(ApiKey.ALTER_CONFIGS)
 def alter_configs(ctx: Context, request):
     out = []
     for r in request.resources:

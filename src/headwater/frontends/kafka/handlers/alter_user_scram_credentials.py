@@ -77,7 +77,7 @@ async def _apply(ctx: Context, name: str, changes: list) -> tuple[int, str | Non
     return 0, None
 
 
-@kafka_api(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, versions=(0, 0))
+@kafka_api(ApiKey.ALTER_USER_SCRAM_CREDENTIALS)
 async def alter_user_scram_credentials(ctx: Context, request):
     per_user: dict[str, list] = {}
     for d in request.deletions:

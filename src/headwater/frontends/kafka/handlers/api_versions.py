@@ -31,7 +31,7 @@ def _valid(ctx: Context, request) -> bool:
     )
 
 
-@kafka_api(ApiKey.API_VERSIONS, versions=(0, 4))
+@kafka_api(ApiKey.API_VERSIONS)
 def api_versions(ctx: Context, request):
     if not _valid(ctx, request):
         return ctx.response(

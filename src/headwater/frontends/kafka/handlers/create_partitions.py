@@ -44,7 +44,7 @@ def _one(ctx: Context, t, validate_only: bool) -> tuple[int, str | None]:
     return 0, None
 
 
-@kafka_api(ApiKey.CREATE_PARTITIONS, versions=(0, 3))
+@kafka_api(ApiKey.CREATE_PARTITIONS)
 def create_partitions(ctx: Context, request):
     counts = Counter(t.name for t in request.topics)
     results = [

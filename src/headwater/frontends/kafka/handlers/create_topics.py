@@ -95,7 +95,7 @@ def _create_one(ctx: Context, t, validate_only: bool):
     return _result(ctx, name, 0, None, topic, partitions, _describe(ctx, topic) if ctx.version >= 5 else ())
 
 
-@kafka_api(ApiKey.CREATE_TOPICS, versions=(2, 7))
+@kafka_api(ApiKey.CREATE_TOPICS)
 def create_topics(ctx: Context, request):
     counts = Counter(t.name for t in request.topics)
     results = [_create_one(ctx, t, request.validate_only) for t in request.topics if counts[t.name] == 1]

@@ -30,7 +30,7 @@ def _delete(ctx: Context, group_id: str) -> int:
     return errors.NONE
 
 
-@kafka_api(ApiKey.DELETE_GROUPS, versions=(0, 2))
+@kafka_api(ApiKey.DELETE_GROUPS)
 def delete_groups(ctx: Context, request):
     results = tuple(ctx.build("DeletableGroupResult", group_id=gid, error_code=_delete(ctx, gid))
                     for gid in request.groups_names)

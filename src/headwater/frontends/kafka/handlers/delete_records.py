@@ -17,7 +17,7 @@ from .. import authz
 from ..registry import ApiKey, Context, kafka_api
 
 
-@kafka_api(ApiKey.DELETE_RECORDS, versions=(0, 2))
+@kafka_api(ApiKey.DELETE_RECORDS)
 def delete_records(ctx: Context, request):
     names = ctx.frontend.names
     topics = []

@@ -90,7 +90,7 @@ def _plan(ctx: Context, request) -> list[list]:
     return slots
 
 
-@kafka_api(ApiKey.DELETE_TOPICS, versions=(1, 6))
+@kafka_api(ApiKey.DELETE_TOPICS)
 def delete_topics(ctx: Context, request):
     results = []
     for name, tid, code, message, topic in _plan(ctx, request):

@@ -15,7 +15,7 @@ UNSUPPORTED_ENDPOINT_TYPE = 119
 NO_AUTHORIZED_OPERATIONS = -(2**31)
 
 
-@kafka_api(ApiKey.DESCRIBE_CLUSTER, versions=(0, 2))
+@kafka_api(ApiKey.DESCRIBE_CLUSTER)
 def describe_cluster(ctx: Context, request):
     fe = ctx.frontend
     endpoint_type = getattr(request, "endpoint_type", 1)

@@ -84,7 +84,7 @@ def _one(ctx: Context, r):
     return 0, None, entries
 
 
-@kafka_api(ApiKey.DESCRIBE_CONFIGS, versions=(1, 4))
+@kafka_api(ApiKey.DESCRIBE_CONFIGS)
 def describe_configs(ctx: Context, request):
     results = []
     for r in request.resources:

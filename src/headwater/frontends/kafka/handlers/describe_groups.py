@@ -29,7 +29,7 @@ def _member(ctx: Context, m):
                      member_assignment=m.assignment)
 
 
-@kafka_api(ApiKey.DESCRIBE_GROUPS, versions=(0, 6))
+@kafka_api(ApiKey.DESCRIBE_GROUPS)
 def describe_groups(ctx: Context, request):
     coordinator = ctx.frontend.groups.coordinator
     with_offsets = None

@@ -43,7 +43,7 @@ def _topics(ctx: Context, request):
     return tuple(out)
 
 
-@kafka_api(ApiKey.DESCRIBE_LOG_DIRS, versions=(1, 4))
+@kafka_api(ApiKey.DESCRIBE_LOG_DIRS)
 def describe_log_dirs(ctx: Context, request):
     if not authz.cluster(ctx, Operation.DESCRIBE):  # Kafka: v3+ a top-level error, before: no results
         return ctx.response(throttle_time=0, error_code=authz.CLUSTER_AUTHORIZATION_FAILED, results=())

@@ -25,7 +25,7 @@ def _start_time(started_us: int):
     return NOT_STARTED if started_us < 0 else datetime.datetime.fromtimestamp(started_us / 1e6, datetime.timezone.utc)
 
 
-@kafka_api(ApiKey.DESCRIBE_TRANSACTIONS, versions=(0, 0))
+@kafka_api(ApiKey.DESCRIBE_TRANSACTIONS)
 def describe_transactions(ctx: Context, request):
     broker = ctx.broker
     names = ctx.frontend.names

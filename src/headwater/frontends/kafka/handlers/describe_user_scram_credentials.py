@@ -29,7 +29,7 @@ def _result(ctx: Context, name: str, code: int = 0, message: str | None = None, 
     )
 
 
-@kafka_api(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, versions=(0, 0))
+@kafka_api(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS)
 def describe_user_scram_credentials(ctx: Context, request):
     if not authz.cluster(ctx, Operation.DESCRIBE):
         return ctx.response(

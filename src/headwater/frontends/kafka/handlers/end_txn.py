@@ -28,7 +28,7 @@ from .. import authz
 from ..registry import ApiKey, Context, kafka_api
 
 
-@kafka_api(ApiKey.END_TXN, versions=(0, 3))
+@kafka_api(ApiKey.END_TXN)
 async def end_txn(ctx: Context, request):
     broker = ctx.broker
     if not authz.transactional_id(ctx, Operation.WRITE, request.transactional_id):

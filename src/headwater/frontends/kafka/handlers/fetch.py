@@ -351,7 +351,7 @@ async def _wait(partitions, ctx: Context, timeout_s: float) -> bool:
             p.remove_listener(wake)
 
 
-@kafka_api(ApiKey.FETCH, versions=(4, 17))
+@kafka_api(ApiKey.FETCH)
 def fetch(ctx: Context, request):
     """The response body when it can be answered at once from the page cache (no await, no
     coroutine: the consumer following the tail), else a coroutine of it (:func:`_fetch_later`:

@@ -34,7 +34,7 @@ def _lookup(ctx: Context, key_type: int, key: str) -> tuple[int, str | None, int
     return errors.INVALID_REQUEST, f"unsupported coordinator key type {key_type}", -1, "", -1
 
 
-@kafka_api(ApiKey.FIND_COORDINATOR, versions=(0, 6))
+@kafka_api(ApiKey.FIND_COORDINATOR)
 def find_coordinator(ctx: Context, request):
     key_type = getattr(request, "key_type", GROUP)
     if ctx.version < 4:

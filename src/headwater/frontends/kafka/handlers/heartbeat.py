@@ -16,7 +16,7 @@ from .. import authz
 from ..registry import ApiKey, Context, kafka_api
 
 
-@kafka_api(ApiKey.HEARTBEAT, versions=(0, 4))
+@kafka_api(ApiKey.HEARTBEAT)
 def heartbeat(ctx: Context, request):
     if not authz.group(ctx, Operation.READ, request.group_id):
         return ctx.response(throttle_time=0, error_code=authz.GROUP_AUTHORIZATION_FAILED, generation_id=-1)

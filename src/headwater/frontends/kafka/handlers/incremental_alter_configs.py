@@ -15,7 +15,7 @@ from .alter_configs import apply
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
-@kafka_api(ApiKey.INCREMENTAL_ALTER_CONFIGS, versions=(0, 1))
+@kafka_api(ApiKey.INCREMENTAL_ALTER_CONFIGS)
 def incremental_alter_configs(ctx: Context, request):
     out = []
     for r in request.resources:

@@ -26,7 +26,7 @@ from .. import authz
 from ..registry import ApiKey, Context, kafka_api
 
 
-@kafka_api(ApiKey.INIT_PRODUCER_ID, versions=(0, 5))
+@kafka_api(ApiKey.INIT_PRODUCER_ID)
 def init_producer_id(ctx: Context, request):
     if request.transactional_id is not None and not authz.transactional_id(
         ctx, Operation.WRITE, request.transactional_id

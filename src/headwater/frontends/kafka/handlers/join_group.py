@@ -29,7 +29,7 @@ def client_host(ctx: Context) -> str:
     return "/" + host.strip("[]")
 
 
-@kafka_api(ApiKey.JOIN_GROUP, versions=(0, 9))
+@kafka_api(ApiKey.JOIN_GROUP)
 async def join_group(ctx: Context, request):
     v = ctx.version
     if not authz.group(ctx, Operation.READ, request.group_id):

@@ -30,7 +30,7 @@ def listing(ctx: Context) -> dict[str, tuple[str, str]]:
     return dict(sorted(out.items()))
 
 
-@kafka_api(ApiKey.LIST_GROUPS, versions=(0, 5))
+@kafka_api(ApiKey.LIST_GROUPS)
 def list_groups(ctx: Context, request):
     states = {s.lower() for s in getattr(request, "states_filter", ()) or ()}
     types = {t.lower() for t in getattr(request, "types_filter", ()) or ()}

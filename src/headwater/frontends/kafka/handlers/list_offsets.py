@@ -168,7 +168,7 @@ def _unsupported(timestamp: int, version: int) -> bool:
     return timestamp < 0 and SPECIAL_SINCE.get(timestamp, version + 1) > version
 
 
-@kafka_api(ApiKey.LIST_OFFSETS, versions=(1, 10))
+@kafka_api(ApiKey.LIST_OFFSETS)
 async def list_offsets(ctx: Context, request):
     names = ctx.frontend.names
     twice = _duplicates(request)

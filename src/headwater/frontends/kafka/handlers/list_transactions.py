@@ -15,7 +15,7 @@ from .. import authz
 from ..registry import ApiKey, Context, kafka_api
 
 
-@kafka_api(ApiKey.LIST_TRANSACTIONS, versions=(0, 1))
+@kafka_api(ApiKey.LIST_TRANSACTIONS)
 def list_transactions(ctx: Context, request):
     broker = ctx.broker
     states = set(request.state_filters)

@@ -100,7 +100,7 @@ def _one(ctx: Context, name: str | None, tid, allow_create: bool):
     return topic_entity(ctx, name, topic)
 
 
-@kafka_api(ApiKey.METADATA, versions=(0, 13))
+@kafka_api(ApiKey.METADATA)
 def metadata(ctx: Context, request):
     fe = ctx.frontend
     allow_create = ctx.version < 4 or bool(getattr(request, "allow_auto_topic_creation", True))

@@ -72,7 +72,7 @@ def checked_commits(
     return out
 
 
-@kafka_api(ApiKey.OFFSET_COMMIT, versions=(2, 9))
+@kafka_api(ApiKey.OFFSET_COMMIT)
 def offset_commit(ctx: Context, request):
     broker = ctx.broker
     group_id = request.group_id

@@ -61,7 +61,7 @@ def _protected(check) -> set[str] | None:
     return topics
 
 
-@kafka_api(ApiKey.OFFSET_DELETE, versions=(0, 0))
+@kafka_api(ApiKey.OFFSET_DELETE)
 def offset_delete(ctx: Context, request):
     group_id = request.group_id
     if not authz.group(ctx, Operation.DELETE, group_id):

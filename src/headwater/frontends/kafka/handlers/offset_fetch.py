@@ -76,7 +76,7 @@ def _topics(ctx: Context, found, topic_class: str, partition_class: str) -> tupl
     )
 
 
-@kafka_api(ApiKey.OFFSET_FETCH, versions=(1, 9))
+@kafka_api(ApiKey.OFFSET_FETCH)
 def offset_fetch(ctx: Context, request):
     if ctx.version < 8:
         if not authz.group(ctx, Operation.DESCRIBE, request.group_id):

@@ -16,7 +16,7 @@ from ..registry import ApiKey, Context, kafka_api
 UNKNOWN_LEADER_EPOCH = 75
 
 
-@kafka_api(ApiKey.OFFSET_FOR_LEADER_EPOCH, versions=(2, 4))
+@kafka_api(ApiKey.OFFSET_FOR_LEADER_EPOCH)
 def offset_for_leader_epoch(ctx: Context, request):
     names = ctx.frontend.names
     topics = []

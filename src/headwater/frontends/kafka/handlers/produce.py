@@ -150,7 +150,7 @@ async def _await_durable(ctx: Context, topics: list, durable: list) -> None:
                 parts[i] = _partition_error(ctx, part[0], errors.code_for(e), str(e))
 
 
-@kafka_api(ApiKey.PRODUCE, versions=(0, 12))
+@kafka_api(ApiKey.PRODUCE)
 def produce(ctx: Context, request):
     """Every batch is appended before this returns (so appends follow the order of the
     requests, which the connection may answer ahead: ``server._Pipeline``); it returns the

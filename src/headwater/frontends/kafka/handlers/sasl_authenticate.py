@@ -27,7 +27,7 @@ def _response(ctx: Context, code: int, message: str | None, token: bytes = b"", 
     )
 
 
-@kafka_api(ApiKey.SASL_AUTHENTICATE, versions=(0, 2))
+@kafka_api(ApiKey.SASL_AUTHENTICATE)
 async def sasl_authenticate(ctx: Context, request):
     session = ctx.session
     if session.exchange is None or session.raw_tokens:

@@ -17,7 +17,7 @@ UNSUPPORTED_SASL_MECHANISM = 33
 ILLEGAL_SASL_STATE = 34
 
 
-@kafka_api(ApiKey.SASL_HANDSHAKE, versions=(0, 1))
+@kafka_api(ApiKey.SASL_HANDSHAKE)
 def sasl_handshake(ctx: Context, request):
     session = ctx.session
     offered = ctx.frontend.mechanisms

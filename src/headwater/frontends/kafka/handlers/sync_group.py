@@ -18,7 +18,7 @@ from .. import authz
 from ..registry import ApiKey, Context, kafka_api
 
 
-@kafka_api(ApiKey.SYNC_GROUP, versions=(0, 5))
+@kafka_api(ApiKey.SYNC_GROUP)
 async def sync_group(ctx: Context, request):
     if not authz.group(ctx, Operation.READ, request.group_id):
         return ctx.response(throttle_time=0, error_code=authz.GROUP_AUTHORIZATION_FAILED, generation_id=-1)

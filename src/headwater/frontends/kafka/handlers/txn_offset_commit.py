@@ -25,7 +25,7 @@ from ..registry import ApiKey, Context, kafka_api
 from .offset_commit import checked_commits
 
 
-@kafka_api(ApiKey.TXN_OFFSET_COMMIT, versions=(0, 3))
+@kafka_api(ApiKey.TXN_OFFSET_COMMIT)
 def txn_offset_commit(ctx: Context, request):
     answers = []  # (name, [(index, code or None)])
     pending = []
