@@ -112,7 +112,12 @@ def test_stream_topic_partition_and_segment_commands(hw):
     assert topic["name"] == "t" and [p["id"] for p in topic["partitions"]] == [0, 1]
     assert topic["message_expiry"] == 3600 * 1_000_000
     assert [t["name"] for t in hw.json("topic", "list", renamed)] == ["t"]
-    assert "t" in hw("topic", "list", renamed).stdout  # the table
+    # the table, on a pipe (not a terminal), COLUMNS not exported (as in a shell; xdist sets it)
+    table = hw("topic", "list", renamed, env={"COLUMNS": None}).stdout
+    header = next(line for line in table.splitlines() if "name" in line)
+    # one line per row and header on a pipe, not wrapped at 80 columns (a grep or awk would split it)
+    assert len(header) > 80 and all(c in header for c in ("partitions", "compression")), table
+    assert len([line for line in table.splitlines() if " t " in line]) == 1, table
     hw("partition", "create", renamed, "t", 2)
     assert len(hw.json("topic", "get", renamed, "t")["partitions"]) == 4
     assert hw.json("partition", "delete", renamed, "t", 1)["partitions_count"] == 1
@@ -159,6 +164,12 @@ def test_connection_and_login_failures_exit_3_and_usage_errors_exit_2(hw):
     assert "both a username and a password" in hw("stream", "list", env={"HEADWATER_USERNAME": "iggy"},
                                                    code=3).stderr
     hw("--token", "not-a-token", "stream", "list", code=3)
+    # a flag takes its own field only; the other comes from its variable (as Iggy's CLI does)
+    hw("-p", ROOT[1], "stream", "list", env={"HEADWATER_USERNAME": ROOT[0], "HEADWATER_TOKEN": None})
+    hw("-u", ROOT[0], "stream", "list", env={"HEADWATER_PASSWORD": ROOT[1], "HEADWATER_TOKEN": None})
+    r = hw("-p", "wrong", "stream", "list", env={"HEADWATER_USERNAME": ROOT[0], "HEADWATER_PASSWORD": ROOT[1],
+                                                 "HEADWATER_TOKEN": None}, code=3)
+    assert "invalid_credentials" in r.stderr  # the flag's password, not the variable's
     hw("stream", "list", "--bogus", code=2)
     hw("topic", "create", "s", "t", "--option", "novalue", code=2)
     hw("message", "send", "s", "t", "--partition", 0, "--key", "k", "x", code=2)

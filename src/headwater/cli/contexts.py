@@ -3,7 +3,10 @@
 Precedence for the server: ``--server`` > ``HEADWATER_SERVER`` > the context's
 server > ``127.0.0.1:8090``. For credentials: ``--username/--password`` >
 ``--token`` > ``HEADWATER_USERNAME/HEADWATER_PASSWORD`` > ``HEADWATER_TOKEN`` > the
-context's stored personal access token (``headwater login``).
+context's stored personal access token (``headwater login``). The username and the password are
+taken field by field, as Iggy's CLI does (each flag has its variable): ``-p`` alone uses
+``HEADWATER_USERNAME`` for the username, ``-u`` alone ``HEADWATER_PASSWORD`` (or a prompt on a
+terminal when that is not set).
 
 Files, under the user's config directory (``click.get_app_dir("headwater")``:
 ``$XDG_CONFIG_HOME/headwater`` or ``~/.config/headwater`` on Linux)::
@@ -184,7 +187,8 @@ def resolve(server: str | None, username: str | None, password: str | None, toke
     saved = data["contexts"].get(name, {})
     target = Target(server or os.environ.get(ENV_SERVER) or saved.get("server") or "127.0.0.1:8090", name)
     if username or password:
-        target.username, target.password = username, password
+        target.username = username or os.environ.get(ENV_USERNAME)
+        target.password = password or os.environ.get(ENV_PASSWORD)
     elif token:
         target.token = token
     elif os.environ.get(ENV_USERNAME) or os.environ.get(ENV_PASSWORD):

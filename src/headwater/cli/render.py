@@ -13,6 +13,7 @@ import base64
 import dataclasses
 import enum
 import json
+import os
 import sys
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
@@ -29,12 +30,22 @@ from ..codec.headers import decode_options_block, unpack_value
 OUTPUTS = ("table", "json")
 
 
+PIPE_WIDTH = 1000
+"""Columns a table may take when the output is not a terminal and ``COLUMNS`` is not set (rich
+would assume 80 and wrap cells over several lines, which a pipe to grep or awk then splits)."""
+
+
 def console(err: bool = False) -> Console:
-    """A console on the current stdout/stderr (so click's test runner captures it). rich is
-    imported here, at a command's first table: ``serve`` and ``--version`` never load it."""
+    """A console on the current stdout/stderr (so click's test runner captures it); on a pipe or
+    file, tables are :data:`PIPE_WIDTH` wide at most instead of 80 (``COLUMNS`` still decides
+    when set). rich is imported here, at a command's first table: ``serve`` and ``--version``
+    never load it."""
     from rich.console import Console
 
-    return Console(file=sys.stderr if err else sys.stdout, soft_wrap=True, highlight=False)
+    out = sys.stderr if err else sys.stdout
+    isatty = getattr(out, "isatty", None)
+    width = PIPE_WIDTH if not (isatty and isatty()) and not os.environ.get("COLUMNS") else None
+    return Console(file=out, soft_wrap=True, highlight=False, width=width)
 
 
 def _table(title: str | None) -> Table:
