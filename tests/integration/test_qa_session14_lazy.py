@@ -8,13 +8,20 @@ attacked as a hostile client and an operator would, against real servers.
   connection; the same API's first request after SaslHandshake/SaslAuthenticate is answered.
 - A SIGTERM right after the first requests of every API were sent: each is answered or its
   connection closed, never a failed handler, and the server stops cleanly.
+- A console that cannot be loaded (its template engine missing from the install: the server
+  now starts without importing it) answers 503 with one line saying so, every time, and the
+  server logs the reason once, not a traceback per request; the rest of the HTTP listener and
+  the Kafka listener go on serving.
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import struct
 import threading
+import urllib.error
+import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 from headwater.codec.kafka import messages
@@ -156,3 +163,36 @@ def test_sigterm_right_after_the_first_requests_of_every_api(tmp_path):
         assert server.stop() == 0
     log = server.log()
     assert "handler failed" not in log and "Traceback" not in log
+
+
+def _get(url: str) -> tuple[int, str, bytes]:
+    try:
+        with urllib.request.urlopen(url, timeout=30) as r:
+            return r.status, r.headers.get_content_type(), r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers.get_content_type(), e.read()
+
+
+def test_a_console_that_cannot_be_loaded_says_so_and_the_server_serves_on(tmp_path):
+    # an install whose jinja2 cannot be imported: a package of that name earlier on the path that fails
+    shadow = tmp_path / "shadow" / "jinja2"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ImportError('jinja2 is broken in this install (QA)')\n")
+    path = os.pathsep.join(p for p in (str(shadow.parent), os.environ.get("PYTHONPATH")) if p)
+    server = _server(tmp_path, env={"PYTHONPATH": path})
+    try:
+        base = f"http://127.0.0.1:{server.http_port}"
+        paths = ["/console/", "/console/login", "/console/static/console.css", "/console/login"]
+        with ThreadPoolExecutor(len(paths)) as pool:  # first requests at once, then later ones
+            answers = list(pool.map(_get, [base + p for p in paths])) + [_get(base + p) for p in paths]
+        for status, content_type, body in answers:
+            assert status == 503 and content_type == "text/plain", (status, body)
+            assert b"web console could not be loaded" in body and b"jinja2 is broken" not in body
+        assert _get(base + "/metrics")[0] == 200
+        assert _answered(server, 18, 3) is None
+    finally:
+        assert server.stop() == 0
+    log = server.log()
+    assert log.count("web console could not be loaded") == 1, log[-3000:]
+    assert "jinja2 is broken in this install (QA)" in log  # the reason, for the operator
+    assert "Exception in ASGI application" not in log
