@@ -72,10 +72,14 @@ def server_imported() -> None:
         gc.enable()
 
 
-def collector_on() -> None:
-    """Turn the cyclic collector back on where :func:`run` turned it off for a command that is
-    not ``serve`` after all (``serve`` was another argument, e.g. a stream's name)."""
+def not_serving() -> None:
+    """Undo what :func:`run` set up for ``serve`` when the command is not ``serve`` after all
+    (``serve`` was another argument, e.g. a stream's name): the cyclic collector back on, and
+    SIGTERM back to its default (the command ends as any other command does on SIGTERM, not as
+    an interrupted start or a Ctrl-C: a ``message poll serve serve --follow`` had exited 0)."""
     gc.enable()
+    if signal.getsignal(signal.SIGTERM) is _on_sigterm:  # run()'s (not a test process's own handler)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def run() -> None:
@@ -83,7 +87,7 @@ def run() -> None:
     starting = "serve" in sys.argv[1:]
     if starting:
         signal.signal(signal.SIGTERM, _on_sigterm)
-        gc.disable()  # until server_imported() (or collector_on(): another command)
+        gc.disable()  # until server_imported() (or not_serving(): another command)
     try:
         from .cli.main import main
     except KeyboardInterrupt as exc:

@@ -10,7 +10,7 @@ from typing import NoReturn
 import click
 
 from .. import __version__
-from ..__main__ import collector_on, interrupted_start, server_imported
+from ..__main__ import interrupted_start, not_serving, server_imported
 from . import render
 from .common import EXIT_CODES_HELP, Obj, RootGroup
 
@@ -91,7 +91,7 @@ def main(ctx: click.Context, server, username, password, token, context_name, ou
     """
     ctx.obj = Obj(server, username, password, token, context_name, output)
     if ctx.invoked_subcommand != "serve":
-        collector_on()  # "serve" was only an argument (e.g. a stream's name): see headwater.__main__.run
+        not_serving()  # "serve" was only an argument (e.g. a stream's name): see headwater.__main__.run
 
 
 _FLAGS = {

@@ -17,6 +17,7 @@ the console's group members.
 from __future__ import annotations
 
 import asyncio
+import logging
 from importlib import import_module
 
 from starlette.requests import Request
@@ -29,6 +30,10 @@ from ..core.broker import Broker
 from ..core.groups.classic import GroupCoordinator
 
 CONSOLE_PATH = "/console"
+CONSOLE_UNAVAILABLE = "headwater: the web console could not be loaded (the server log says why); the rest of the server serves on.\n"
+"""The body of every console request's 503 answer when the console's modules failed to import."""
+
+log = logging.getLogger("headwater.operator")
 
 
 async def metrics_endpoint(request: Request) -> Response:
@@ -40,24 +45,42 @@ class _LazyConsole:
     """The console's ASGI app, made on its first request: its modules are imported in a worker
     thread (the event loop goes on serving meanwhile; requests that arrive before it is ready
     wait for the same import), then ``build_console`` runs once on the loop. Every request,
-    the first included, is then the console's own."""
+    the first included, is then the console's own.
+
+    If the console cannot be made (an install whose jinja2 or templates are broken: before the
+    console was loaded on first use, such a server did not start), the reason is logged once
+    and every console request is answered 503 with :data:`CONSOLE_UNAVAILABLE`, not a bare 500
+    with a traceback in the log per request (which any client could repeat)."""
 
     def __init__(self, broker: Broker, coordinator: GroupCoordinator | None, metrics_path: str):
         self._args = (broker, coordinator)
         self._metrics_path = metrics_path
         self._app = None
-        self._importing: asyncio.Future | None = None
+        self._making: asyncio.Future | None = None
 
     async def __call__(self, scope, receive, send) -> None:
         app = self._app
         if app is None:
-            if self._importing is None:
-                self._importing = asyncio.ensure_future(asyncio.to_thread(import_module, f"{__package__}.console"))
-            console = await asyncio.shield(self._importing)
-            if self._app is None:
-                self._app = console.build_console(*self._args, metrics_path=self._metrics_path)
-            app = self._app
+            if self._making is None:
+                self._making = asyncio.ensure_future(self._make())
+            app = await asyncio.shield(self._making)
         await app(scope, receive, send)
+
+    async def _make(self):
+        try:
+            console = await asyncio.to_thread(import_module, f"{__package__}.console")
+            self._app = console.build_console(*self._args, metrics_path=self._metrics_path)
+        except Exception:
+            log.exception("web console could not be loaded: its requests are answered 503")
+            self._app = _console_unavailable
+        return self._app
+
+
+async def _console_unavailable(scope, receive, send) -> None:
+    if scope["type"] == "websocket":
+        await send({"type": "websocket.close", "code": 1011})
+        return
+    await Response(CONSOLE_UNAVAILABLE, status_code=503, media_type="text/plain")(scope, receive, send)
 
 
 def operator_routes(broker: Broker, http: HttpConfig, coordinator: GroupCoordinator | None = None) -> list[BaseRoute]:
