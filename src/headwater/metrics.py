@@ -25,7 +25,7 @@ headwater_partition_bytes_out_total     counter                                 
 headwater_partition_segments            gauge                                    (core.metrics_source)
 headwater_partition_size_bytes          gauge
 headwater_partition_high_watermark      gauge
-process_*, python_*                     (prometheus_client's process and platform collectors)
+process_*, python_*                     (prometheus_client's process, platform and GC collectors)
 ======================================= ========= ============================== =====================
 
 A catch-up read (``core.catchup``) is a poll, fetch or timestamp lookup that found bytes missing
@@ -49,12 +49,14 @@ from typing import Callable, Iterable
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, generate_latest
 from prometheus_client.metrics_core import HistogramMetricFamily, Metric
 from prometheus_client.utils import floatToGoString
+from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 
 REGISTRY = CollectorRegistry(auto_describe=False)
 ProcessCollector(registry=REGISTRY)
 PlatformCollector(registry=REGISTRY)
+GCCollector(registry=REGISTRY)  # python_gc_*: the cyclic collector's runs per generation (gc.get_stats)
 
 # Request latency: 100 µs .. 30 s (a Kafka fetch long poll can wait up to its max_wait_ms).
 _REQUEST_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
