@@ -13,6 +13,7 @@ from headwater.core.groups.classic import (
     TRANSITIONS,
     ClassicGroup,
     Event,
+    Expired,
     GroupConfig,
     GroupCoordinator,
     IllegalTransition,
@@ -47,9 +48,11 @@ class Harness:
         cfg.setdefault("initial_rebalance_delay_ms", DELAY)
         self.now = 0
         self.seen: list[tuple[State, Event, State]] = []
+        self.expired: list[Expired] = []
         counter = itertools.count(1)
         self.c = GroupCoordinator(GroupConfig(**cfg), new_member_id=lambda cid: f"{cid}-{next(counter)}",
-                                  observer=lambda g, a, e, b: self.seen.append((a, e, b)))
+                                  observer=lambda g, a, e, b: self.seen.append((a, e, b)),
+                                  on_expired=self.expired.append)
         self.done: dict[Tok, JoinResult | SyncResult] = {}
         self.direct: ClassicGroup | None = None  # drive a held (dead) group instead of the coordinator
         self._n = itertools.count()
@@ -577,6 +580,7 @@ def test_members_that_never_sync_are_dropped_at_the_sync_deadline():
     assert set(h.group.members) == {ctx["A"]}
     assert (State.STABLE, Event.SYNC_EXPIRED, State.PREPARING_REBALANCE) in h.seen
     assert h.state is State.PREPARING_REBALANCE and h.group.generation_id == 1
+    assert h.expired == [Expired(G, ctx["B"], "B", "rebalance", SESSION, State.STABLE, 1)]
 
 
 # --- Heartbeat ----------------------------------------------------------------------------------
@@ -621,8 +625,11 @@ def test_session_expiry_is_at_the_deadline():
     assert h.c.next_deadline_ms() == h.now + SESSION
     h.advance(SESSION - 1)
     assert len(h.group.members) == 2
+    assert h.expired == []
     h.advance(1)
     assert h.group.members == {} and h.state is State.EMPTY and h.group.generation_id == 2
+    assert h.expired == [Expired(G, ctx["A"], "A", "session", SESSION, State.STABLE, 1),
+                         Expired(G, ctx["B"], "B", "session", SESSION, State.PREPARING_REBALANCE, 1)]
 
 
 # --- LeaveGroup ---------------------------------------------------------------------------------
@@ -639,6 +646,7 @@ def test_leave_batch_outcomes():
     h2 = Harness()
     c2 = stable(h2)
     assert h2.leave((c2["A"], "ib")).members[0].outcome is Outcome.FENCED_INSTANCE
+    assert h.expired == [] and h2.expired == []  # a member that leaves did not expire
 
 
 def test_leave_on_unknown_group_and_bad_group_id():
@@ -719,6 +727,7 @@ def test_dynamic_members_that_do_not_rejoin_are_dropped_at_the_rebalance_deadlin
     h.advance(REBALANCE - 27_000)
     assert set(h.group.members) == {a.member_id} and h.state is State.COMPLETING_REBALANCE
     assert h.heartbeat(b.member_id, 1) is Outcome.UNKNOWN_MEMBER
+    assert h.expired == [Expired(G, b.member_id, "B", "rebalance", SESSION, State.PREPARING_REBALANCE, 1)]
 
 
 def test_new_members_lapse_after_the_new_member_join_timeout():
@@ -726,11 +735,13 @@ def test_new_members_lapse_after_the_new_member_join_timeout():
     ctx = stable(h)
     h.sync(ctx["B"], 1, instance="ib")
     tok = h.join("N", require=False)  # rebalance starts; A and B never rejoin but heartbeat
+    new_id = next(m for m in h.group.members if m.startswith("N-"))
     for _ in range(2):
         h.advance(2_500)
         h.heartbeat(ctx["A"], 1)
         h.heartbeat(ctx["B"], 1)
     assert h.result(tok) == JoinResult(Outcome.UNKNOWN_MEMBER, "")
+    assert h.expired == [Expired(G, new_id, "N", "join", SESSION, State.PREPARING_REBALANCE, 1)]
 
 
 def test_next_deadline_and_tick_are_idempotent():

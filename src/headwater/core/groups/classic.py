@@ -142,6 +142,7 @@ __all__ = [
     "GroupDescription",
     "GroupListing",
     "ClassicGroup",
+    "Expired",
     "IllegalTransition",
     "JoinMember",
     "JoinResult",
@@ -381,6 +382,31 @@ class OffsetDeleteCheck:
 Observer = Callable[[str, State, Event, State], None]
 
 
+@dataclass(frozen=True, slots=True)
+class Expired:
+    """A member a group removed because a deadline passed, not because it asked (LeaveGroup) or
+    was replaced (a static member's new id): what an ``on_expired`` callback receives.
+
+    ``why``: ``"session"`` (a member not parked, not heard from for ``session_timeout_ms``:
+    no join, sync, heartbeat or member commit; a client stuck or starved looks like this),
+    ``"join"`` (a member added during the rebalance and not answered within
+    ``new_member_join_timeout_ms``) or ``"rebalance"`` (the rebalance timeout passed without
+    its rejoin, or without its SyncGroup after the join phase). ``state`` and ``generation``
+    are the group's just before the removal; ``session_timeout_ms`` the member's.
+    """
+
+    group_id: str
+    member_id: str
+    client_id: str
+    why: str
+    session_timeout_ms: int
+    state: State
+    generation: int
+
+
+OnExpired = Callable[[Expired], None]
+
+
 # --- members ----------------------------------------------------------------------------------
 
 
@@ -433,7 +459,7 @@ class ClassicGroup:
 
     def __init__(self, group_id: str, config: GroupConfig | None = None, *,
                  new_member_id: Callable[[str], str] = _default_member_id,
-                 observer: Observer | None = None):
+                 observer: Observer | None = None, on_expired: OnExpired | None = None):
         self.group_id = group_id
         self.config = config or GroupConfig()
         self.state = State.EMPTY
@@ -453,6 +479,7 @@ class ClassicGroup:
         self.generation_metadata: tuple[bytes, ...] | None = None
         self._new_member_id = new_member_id
         self._observer = observer
+        self._on_expired = on_expired
         self._out: list[Completion] = []
 
     # ------------------------------------------------------------------ queries
@@ -574,8 +601,12 @@ class ClassicGroup:
             self._complete(m.sync_token, SyncResult(Outcome.REBALANCE_IN_PROGRESS))
         m.sync_token = token
 
-    def _drop(self, m: Member) -> None:
-        """Remove a member, answering its parked requests; fires nothing."""
+    def _drop(self, m: Member, expired: str | None = None) -> None:
+        """Remove a member, answering its parked requests; fires nothing. ``expired``: why a
+        deadline removed it (see :class:`Expired`), reported to ``on_expired``."""
+        if expired is not None and self._on_expired is not None:
+            self._on_expired(Expired(self.group_id, m.member_id, m.client_id, expired, m.session_timeout_ms,
+                                     self.state, self.generation_id))
         if m.join_token is not None:
             self._complete(m.join_token, JoinResult(Outcome.UNKNOWN_MEMBER, ""))
             m.join_token = None
@@ -589,8 +620,8 @@ class ClassicGroup:
         if self.leader_id == m.member_id:
             self.leader_id = next(iter(self.members), None)
 
-    def _remove(self, m: Member, now_ms: int) -> None:
-        self._drop(m)
+    def _remove(self, m: Member, now_ms: int, expired: str | None = None) -> None:
+        self._drop(m, expired)
         self._fire(Event.MEMBER_REMOVED, now_ms)
 
     def _maybe_complete_join(self, now_ms: int) -> None:
@@ -610,7 +641,7 @@ class ClassicGroup:
     def _complete_join(self, now_ms: int) -> None:
         for m in list(self.members.values()):
             if m.join_token is None and m.group_instance_id is None:
-                self._drop(m)
+                self._drop(m, "rebalance")
         if self.members and not self._elect_joined_leader():
             self._fire(Event.JOIN_STALLED, now_ms)
             self.join_deadline_ms = now_ms + max(self.rebalance_timeout_ms(), 1)
@@ -909,13 +940,13 @@ class ClassicGroup:
             if m.member_id not in self.members:
                 continue
             if (m.is_new or not m.parked) and now_ms >= m.deadline_ms:
-                self._remove(m, now_ms)
+                self._remove(m, now_ms, "join" if m.is_new else "session")
         if (self.state in (State.COMPLETING_REBALANCE, State.STABLE) and self.sync_deadline_ms is not None
                 and now_ms >= self.sync_deadline_ms):
             self.sync_deadline_ms = None
             if self.pending_sync:
                 for member_id in list(self.pending_sync):
-                    self._drop(self.members[member_id])
+                    self._drop(self.members[member_id], "rebalance")
                 self._fire(Event.SYNC_EXPIRED, now_ms)
         while (self.state is State.PREPARING_REBALANCE and self.join_deadline_ms is not None
                and now_ms >= self.join_deadline_ms):
@@ -946,10 +977,14 @@ class GroupCoordinator:
 
     def __init__(self, config: GroupConfig | None = None, *,
                  new_member_id: Callable[[str], str] = _default_member_id,
-                 observer: Observer | None = None):
+                 observer: Observer | None = None, on_expired: OnExpired | None = None):
+        """``observer``: called with (group id, state, event, next state) on every transition;
+        ``on_expired``: with an :class:`Expired` for every member a deadline removes (in
+        ``tick``, or a join phase completed without it)."""
         self.config = config or GroupConfig()
         self._new_member_id = new_member_id
         self._observer = observer
+        self._on_expired = on_expired
         self._groups: dict[str, ClassicGroup] = {}
 
     # ------------------------------------------------------------------ registry
@@ -963,7 +998,8 @@ class GroupCoordinator:
         return list(self._groups)
 
     def _create(self, group_id: str) -> ClassicGroup:
-        g = ClassicGroup(group_id, self.config, new_member_id=self._new_member_id, observer=self._observer)
+        g = ClassicGroup(group_id, self.config, new_member_id=self._new_member_id, observer=self._observer,
+                         on_expired=self._on_expired)
         self._groups[group_id] = g
         return g
 

@@ -37,11 +37,11 @@ from ...config import KafkaConfig
 from ...core.offsets import GROUP
 from ...core.groups.classic import (
     Completion,
+    Expired,
     GroupConfig,
     GroupCoordinator,
     JoinResult,
     LeaveResult,
-    Member,
     Outcome,
     Reply,
     State,
@@ -65,7 +65,8 @@ class KafkaGroups:
     """The coordinator of every classic group of this node, with its timer and parked futures."""
 
     def __init__(self, config: KafkaConfig):
-        self.coordinator = GroupCoordinator(group_config(config), observer=self._observe)
+        self.coordinator = GroupCoordinator(group_config(config), observer=self._observe,
+                                            on_expired=self._log_expired)
         self._timer: asyncio.TimerHandle | None = None
         self._due_ms: int | None = None
 
@@ -94,41 +95,21 @@ class KafkaGroups:
     def _on_timer(self) -> None:
         self._timer = None
         self._due_ms = None
-        now = self.now_ms()
-        before = self._members()
         try:
-            completions = self.coordinator.tick(now)
+            completions = self.coordinator.tick(self.now_ms())
         except Exception:  # a coordinator bug: keep the timer alive for the other groups
             log.exception("group timer failed")
             completions = []
-        self._log_timed_out(before, now)
         self._settle(completions)
 
-    def _members(self) -> dict[str, tuple[State, int, dict[str, Member]]]:
-        """Each group's state, generation and members (a copy of the mapping), to see what a tick removed."""
-        out = {}
-        for name in self.coordinator.names():
-            g = self.coordinator.get(name)
-            if g is not None:
-                out[name] = (g.state, g.generation_id, dict(g.members))
-        return out
-
-    def _log_timed_out(self, before: dict[str, tuple[State, int, dict[str, Member]]], now: int) -> None:
-        """One line per member a tick removed: who, and whether its session ran out (no heartbeat,
-        commit, join or sync for ``session_ms``; a client starved or stuck looks like this) or a
-        rebalance deadline passed without its join or sync. A member that vanished from a test's
-        group is otherwise only a ``member-removed`` state line."""
-        for name, (state, generation, members) in before.items():
-            g = self.coordinator.get(name)
-            left = g.members if g is not None else {}
-            for member_id, m in members.items():
-                if member_id in left:
-                    continue
-                session = (m.is_new or not m.parked) and now >= m.deadline_ms
-                log.info("group member timed out", extra={"kv": {
-                    "group": name, "member": member_id, "client": m.client_id,
-                    "why": "session" if session else "rebalance", "session_ms": m.session_timeout_ms,
-                    "state": state.value, "generation": generation}})
+    @staticmethod
+    def _log_expired(e: Expired) -> None:
+        """One line per member a deadline removed: who, and why (:class:`Expired`: its session ran
+        out, its join as a new member, or a rebalance deadline passed without its join or sync). A
+        member that vanished from a test's group is otherwise only a ``member-removed`` state line."""
+        log.info("group member timed out", extra={"kv": {
+            "group": e.group_id, "member": e.member_id, "client": e.client_id, "why": e.why,
+            "session_ms": e.session_timeout_ms, "state": e.state.value, "generation": e.generation}})
 
     def close(self) -> None:
         if self._timer is not None:
