@@ -141,10 +141,12 @@ PRODUCE = "produce"
 FETCH = "fetch"
 IGGY = "iggy"
 KAFKA = "kafka"
+CONSOLE = "console"
+"""The ``protocol`` label of the web console's catch-up reads (its message browser)."""
 
 
 def count_catchup_read(protocol: str, nbytes: int) -> None:
-    """Record one catch-up read of ``protocol`` (``iggy`` or ``kafka``) whose worker read
+    """Record one catch-up read of ``protocol`` (``iggy``, ``kafka`` or ``console``) whose worker read
     ``nbytes`` bytes (on the event loop's thread, once per read that waited)."""
     CATCHUP_READS.labels(protocol).inc()
     if nbytes > 0:

@@ -14,7 +14,8 @@ import urllib.request
 import apache_iggy as ig
 
 from kafka_python_group import subscriber
-from test_metrics_endpoint import logged_in, server  # noqa: F401  (server: the fixture, HTTP listener up)
+from test_catchup_reads import drop_cache
+from test_metrics_endpoint import logged_in, scrape, server  # noqa: F401  (server: the fixture, HTTP listener up)
 
 
 class Browser:
@@ -140,3 +141,37 @@ def test_sending_an_oversized_key_or_headers_is_a_400_error_page_and_the_server_
 async def _stream_with_topic(c, stream: str) -> None:
     await c.create_stream(stream)
     await c.create_topic(stream, "t", 1)
+
+
+def _console_catchup_reads(server) -> float:
+    return sum(s.value for s in scrape(server).get("headwater_catchup_reads", [])
+               if s.name == "headwater_catchup_reads_total" and s.labels.get("protocol") == "console")
+
+
+def test_the_message_browser_reads_pages_not_in_the_cache_off_the_event_loop(server):
+    """The message browser's reads (by offset and by timestamp) of segment data the page cache
+    does not hold go through the catch-up workers, as a poll's do (counted under protocol
+    ``console``), and show what a read of cached data shows."""
+    stream = "console-catchup"
+
+    async def fill(c):
+        await _stream_with_topic(c, stream)
+        for b in range(30):
+            await c.send_messages(stream, "t", 0, [ig.SendMessage(b"b%03d-m%02d-" % (b, m) + b"x" * 1500)
+                                                   for m in range(20)])
+
+    sdk(server, fill)
+    b = Browser(server.http_port)
+    assert b.login("iggy", "iggy") == 200
+    page = f"/streams/{stream}/topics/t/partitions/0"
+    first = {"offset=0": "b000-m00-", "offset=317": "b015-m17-", "timestamp=1970-01-01T00:00:01Z": "b000-m00-"}
+    cached = {q: b.get(f"{page}?{q}") for q in first}
+    for q, (status, _, body) in cached.items():
+        assert status == 200 and first[q] in body, (q, body[:500])
+    before = _console_catchup_reads(server)
+    for q, want in cached.items():
+        drop_cache(server)
+        status, _, body = b.get(f"{page}?{q}")
+        assert (status, body) == (200, want[2]), q
+    # (one per read that waited: a read may find a chunk an earlier one had the workers read)
+    assert _console_catchup_reads(server) > before

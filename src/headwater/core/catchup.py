@@ -18,8 +18,8 @@ touch the log's objects). This module is what the front-ends use around such rea
   waiting, so a read always ends.
 
 Each wait counts one ``headwater_catchup_reads_total`` and the bytes the worker read in
-``headwater_catchup_read_bytes_total``, labelled with the caller's ``protocol`` (``iggy`` or
-``kafka``; a label only, this module knows no protocol).
+``headwater_catchup_read_bytes_total``, labelled with the caller's ``protocol`` (``iggy``,
+``kafka`` or ``console``; a label only, this module knows no protocol).
 """
 
 from __future__ import annotations

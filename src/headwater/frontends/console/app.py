@@ -2,7 +2,8 @@
 
 Mounted at ``/console`` on the HTTP listener (``[http] console_enabled``). Every page reads the
 broker directly on the event loop's thread (all endpoints are ``async``, so Starlette never
-moves them to its thread pool) and every change goes through the same broker methods the
+moves them to its thread pool); the message browser's segment reads that the page cache cannot
+answer are done by the catch-up workers (:mod:`headwater.core.catchup`), as a poll's are, and every change goes through the same broker methods the
 protocol front-ends call; permissions are checked with :class:`headwater.core.permissions.Checker`
 as the Iggy front-end checks them.
 
@@ -38,13 +39,14 @@ from ...codec import batch as batch_codec
 from ...codec.errors import CodecError
 from ...codec.kafka.convert import kafka_user_headers
 from ...codec.kafka.errors import KafkaCodecError
-from ...core import errors
+from ...core import catchup, errors
 from ...core.broker import Broker
 from ...core.catalog import Topic
 from ...core.groups.classic import GroupCoordinator
 from ...core.offsets import CONSUMER
 from ...core.permissions import Checker
 from ...core.users import USER_ACTIVE, User
+from ...metrics import CONSOLE
 from . import frames
 from .groups import group_rows, lags
 
@@ -263,13 +265,14 @@ def build_console(broker: Broker, coordinator: GroupCoordinator | None = None, *
         if fmt not in frames.FORMATS:
             fmt = "text"
         seek = q.get("timestamp", "").strip()
-        if seek:
-            start = p.offset_for_timestamp(_parse_time(seek))
+        present = lambda: broker.require_present(p)  # noqa: E731 (deleted while the disk was read)
+        if seek:  # (catch-up reads: bytes not in the page cache are read by a worker, not the loop)
+            start = await catchup.read_in(CONSOLE, p.offset_for_timestamp, _parse_time(seek), check=present)
         else:
             text = q.get("offset", "").strip()
             start = int(text) if text else max(p.log_start_offset, p.high_watermark - PAGE_SIZE)
         start = max(start, p.log_start_offset)
-        batches, _ = p.read(start, PAGE_SIZE, metered=False)
+        batches, _ = await catchup.read_in(CONSOLE, p.read, start, PAGE_SIZE, metered=False, check=present)
         shown = frames.show_batches(batches, fmt, start, PAGE_SIZE)
         return c.page(request, "messages.html", user, stream=broker.stream(t.stream_id), topic=t, partition=p,
                       messages=shown, fmt=fmt, start=start, seek=seek, page=PAGE_SIZE)
