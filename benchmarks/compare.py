@@ -23,7 +23,10 @@ Systems (``--only`` takes these names):
   Headwater does): apache-iggy ``send_messages`` x1 then the apache-iggy poll consumer reading
   those messages back (count 1000, one poll at a time; the peer serves prebuilt batches, only what
   it was sent, so the poll ends by count, else at its deadline), and x4; then a peer without
-  ``--verify``, x1 only (label "(no verify)"). fsync ``none``: nothing is stored.
+  ``--verify``, x1 only (label "(no verify)"). fsync ``none``: nothing is stored. Also the raw
+  generator against the verifying peer: its peak and its ack latency at both ticks, paced at the
+  rate of Headwater's fsync-off latency rows of this run when Headwater ran first (else half the
+  peer's own peak): the floor of the ack time on this machine.
 - ``mock``: librdkafka's in-process mock cluster (``test.mock.num.brokers=1``), same confluent
   settings: the ceiling of the Kafka client path. No server process, so no server CPU.
 - ``redis``: Debian ``redis-server`` with ``appendonly yes``, ``appendfsync everysec`` (fsync
@@ -106,6 +109,10 @@ class Case:
     producers: int = 1
     consumer_label: str = ""
     ticks: tuple[float, ...] = ()  # latency phases at these ticks (s) after the default 5 ms one
+    # latency phases paced at the rate of this run's (system, label, fsync) latency row of the same
+    # size when there is one (the same batches every tick, so the two ack times compare), else at
+    # half this case's own peak
+    rate_of: tuple[str, str, str] | None = None
 
 
 @dataclass
@@ -292,7 +299,7 @@ class Run:
                 elif op == "latency":
                     if peak is None or peak.error or not peak.msg_s:
                         continue
-                    rate = peak.msg_s / 2
+                    rate = self.paced_rate(case, size, peak)
                     results, cpu, _ = self.measure(workers[:1], self.phase(op, rate=rate), server)
                     self.row(case, size, op, results, cpu, rate=rate)
                     for tick in case.ticks:  # a row of its own: "<label> (<tick> ms tick)"
@@ -302,6 +309,15 @@ class Run:
         finally:
             for w in workers:
                 w.close()
+
+    def paced_rate(self, case: Case, size: int, peak: Row) -> float:
+        """msg/s of a latency phase: ``case.rate_of``'s row's in this run, else half ``peak``."""
+        if case.rate_of is not None:
+            for r in self.rows:
+                if ((r.system, r.label, r.fsync) == case.rate_of and r.size == size and r.op == "latency"
+                        and r.rate and not r.error):
+                    return r.rate
+        return peak.msg_s / 2
 
     def profile_name(self, case: Case, size: int) -> str | None:
         if not self.args.profile or case.system != "headwater" or case.fsync == "on" or size != self.args.sizes[0]:
@@ -382,7 +398,12 @@ class Run:
         runs = (
             (True, [Case("iggyref", "Iggy: apache-iggy x1", "iggy-sdk", "none", ("produce", "consume"),
                          consumer_label="Iggy: apache-iggy poll"),
-                    Case("iggyref", "Iggy: apache-iggy x4", "iggy-sdk", "none", ("produce",), producers=4)]),
+                    Case("iggyref", "Iggy: apache-iggy x4", "iggy-sdk", "none", ("produce",), producers=4),
+                    # the ack latency floor of this machine: the raw generator's sends, paced as
+                    # Headwater's fsync-off ones were, to a server that verifies and stamps each
+                    # batch but stores nothing
+                    Case("iggyref", "Iggy: raw generator", "iggy-raw", "none", ("produce", "latency"),
+                         ticks=(ONE_MS_TICK,), rate_of=("headwater", "Iggy: raw generator", HW_OFF))]),
             (False, [Case("iggyref", "Iggy: apache-iggy x1" + PEER_NO_VERIFY, "iggy-sdk", "none", ("produce",))]),
         )
         for verify, cases in runs:

@@ -100,9 +100,9 @@ def tables(result: dict) -> str:
         cells.append(f"{probe:.2f}" if probe is not None else "")
         out.append("| " + " | ".join(cells) + " |")
     out += ["", *ratio_lines(result["rows"])]
-    reference = reference_lines(result["rows"])
-    if reference:
-        out += ["", *reference]
+    for extra in (reference_lines(result["rows"]), latency_reference_lines(result["rows"])):
+        if extra:
+            out += ["", *extra]
     errors = [r for r in result["rows"] if r["error"]]
     if errors:
         out += ["", "Errors:"] + [f"- {r['system']} {r['label']} {_size(r['size'])} {r['op']}: {r['error']}"
@@ -170,6 +170,28 @@ def reference_lines(rows: list[dict]) -> list[str]:
                 f"{_n(hw['msg_s'])} | {_n(peer['msg_s'])} | {hw['msg_s'] / peer['msg_s']:.2f} | "
                 f"{_n(hw['cpu_s_per_m'], 3)} | {_n(peer['cpu_s_per_m'], 3)} | {cpu_ratio} | "
                 f"{_n(hw.get('client_cpu_us'), 2)} / {_n(peer.get('client_cpu_us'), 2)} |")
+    return lines
+
+
+def latency_reference_lines(rows: list[dict]) -> list[str]:
+    """Headwater's produce-ack latency beside the Iggy reference peer's at the same rate and tick
+    (the peer's latency phases are paced at Headwater's fsync-off rate when the run has it): the
+    peer verifies and stamps each batch and stores nothing, so its times are the floor this
+    machine, its client and its scheduler give. Empty when no pair was measured."""
+    ok = [r for r in rows if not r["error"] and r["count"] and r["op"] == "latency" and r["lat_us"]]
+    lines = []
+    for peer in (r for r in ok if r["system"] == "iggyref"):
+        for hw in (r for r in ok if r["system"] == "headwater" and r["label"] == peer["label"]
+                   and r["size"] == peer["size"] and r["rate"] == peer["rate"]):
+            if not lines:
+                lines = ["| size | client (tick) | msg/s paced | Headwater fsync | Headwater ack p50 / p99 / p99.9 ms"
+                         " | peer ack p50 / p99 / p99.9 ms | p99 Headwater / peer |",
+                         "|---|---|---:|---|---|---|---:|"]
+            h, q = hw["lat_us"], peer["lat_us"]
+            times = [f"{t['p50'] / 1000:.2f} / {t['p99'] / 1000:.2f} / {t['p999'] / 1000:.2f}" for t in (h, q)]
+            ratio = f"{h['p99'] / q['p99']:.2f}" if q["p99"] else "-"
+            lines.append(f"| {_size(peer['size'])} | {peer['label'].removeprefix('Iggy: ')} | {peer['rate']:,} | "
+                         f"{hw['fsync']} | {times[0]} | {times[1]} | {ratio} |")
     return lines
 
 

@@ -75,7 +75,14 @@ def test_compare_quick_run_moves_every_message(tmp_path):
     # against the one that does not verify; it answered every command the SDK sent
     peer = {(r["label"], r["op"]) for r in rows if r["system"] == "iggyref"}
     assert peer == {("Iggy: apache-iggy x1", "produce"), ("Iggy: apache-iggy x4", "produce"),
-                    ("Iggy: apache-iggy poll", "consume"), ("Iggy: apache-iggy x1 (no verify)", "produce")}, peer
+                    ("Iggy: apache-iggy poll", "consume"), ("Iggy: apache-iggy x1 (no verify)", "produce"),
+                    ("Iggy: raw generator", "produce"), ("Iggy: raw generator", "latency"),
+                    ("Iggy: raw generator (1 ms tick)", "latency")}, peer
+    # the peer's ack latency is measured at the rate Headwater's fsync-off latency rows ran at
+    hw_off_rates = {r["label"]: r["rate"] for r in rows
+                    if r["system"] == "headwater" and r["op"] == "latency" and r["fsync"] == "off"}
+    assert {r["label"]: r["rate"] for r in rows if r["system"] == "iggyref" and r["op"] == "latency"} == \
+        hw_off_rates, hw_off_rates
     assert len(result["notes"]) == 2 and all("unanswered: none" in n for n in result["notes"]), result["notes"]
     # every row run by client worker processes carries their CPU per message (a figure, not a bound)
     assert all(r["client_cpu_us"] is not None for r in rows if r["count"]), rows
@@ -100,4 +107,9 @@ def test_compare_quick_run_moves_every_message(tmp_path):
     assert reference and reference[0] in table_lines, reference
     workloads = {tuple(line.split(" | ")[1:3]) for line in reference[2:]}
     assert workloads == {("apache-iggy x1 produce", "verify"), ("apache-iggy x4 produce", "verify"),
-                         ("apache-iggy poll consume", "verify"), ("apache-iggy x1 produce", "no verify")}, reference
+                         ("apache-iggy poll consume", "verify"), ("apache-iggy x1 produce", "no verify"),
+                         ("raw generator produce", "verify")}, reference
+    # and Headwater's fsync-off ack times beside the peer's at the same rate, at both ticks
+    latency = compare_report.latency_reference_lines(rows)
+    assert latency and latency[0] in table_lines, latency
+    assert sorted(line.split(" | ")[1] for line in latency[2:]) == ["raw generator", "raw generator (1 ms tick)"]
