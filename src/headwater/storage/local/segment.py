@@ -554,10 +554,11 @@ class Segment:
         """For a ``nowait`` read: the chunk ``[position, position + want)`` read at once when it
         is small and all in the page cache (:func:`.readahead.read_nowait`), else
         ``readahead.MISSED`` or None (then :meth:`ahead` decides). Keeps a catch-up reader's kernel read-ahead going as
-        :meth:`ahead` does. With :data:`.readahead.direct`, None for a catch-up reader (behind
-        where the workers were asked to read to): a ``RWF_NOWAIT`` miss would start the kernel's
-        readahead, taking page-cache pages that reader does not need (it reads past the cache)."""
-        if readahead.direct and position < self.read_frontier:
+        :meth:`ahead` does. With :data:`.readahead.direct`, always None (:meth:`ahead` checks
+        with ``cachestat``): a ``RWF_NOWAIT`` miss starts the kernel's readahead, and the pages
+        it reads carry the mark that has the next buffered read start more, so a catch-up reader
+        would be back on reads through the page cache."""
+        if readahead.direct:
             return None
         data = readahead.read_nowait(self._fd, want, position)
         if data:
