@@ -24,7 +24,13 @@ The workers never touch the log's objects: they open the file by name, so a segm
 cut meanwhile only makes them read less (or nothing). Chunks read are held up to
 :data:`HELD_BYTES` in all, the least recently used dropped first. Pages read go through the page
 cache as any read's do (no drop: ``POSIX_FADV_DONTNEED`` after each chunk halved the rate in a
-probe, as every call drains the LRU lists on every CPU).
+probe, as every call drains the LRU lists on every CPU), unless :data:`direct` is on: then a
+chunk not all in the page cache is read with ``O_DIRECT`` into the worker's reused buffer and
+copied out (:func:`read_direct`), in chunks of at least :data:`DIRECT_CHUNK`, the kernel asked to
+read nothing ahead, and the loop checks the cache with ``cachestat`` only (no ``RWF_NOWAIT``
+read, whose miss would start the kernel's readahead): a consumer far behind takes no new
+page-cache pages, which on a VM whose free memory goes back to the host cost as much as the
+writer's (docs/benchmarks.md "Session 15").
 """
 
 from __future__ import annotations

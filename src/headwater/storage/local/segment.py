@@ -527,7 +527,8 @@ class Segment:
         bytes ahead of its reader (``POSIX_FADV_WILLNEED``, from a worker), so a consumer
         reading front to back finds its next pages cached and is served without a worker.
         ``missed``: a :func:`.readahead.read_nowait` of the chunk just found bytes missing (no
-        second check)."""
+        second check). With :data:`.readahead.direct` the workers read at least
+        :data:`.readahead.DIRECT_CHUNK` bytes past the page cache and nothing is prefetched."""
         if not missed and readahead.cached(self._fd, position, want):
             self._keep_prefetching(position + want)
             return None
