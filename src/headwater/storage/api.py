@@ -379,7 +379,7 @@ def lock_engine(url: str) -> EngineLock:
 
 
 def open_engine(url: str, *, lock: EngineLock | None = None, write_behind_cache_bytes: int | None = None,
-                catchup_direct_io: bool = False, preallocate: bool = True, preallocate_window_bytes: int | None = None,
+                catchup_direct_io: bool = True, preallocate: bool = True, preallocate_window_bytes: int | None = None,
                 preallocate_budget_bytes: int | None = None) -> StorageEngine:
     """Pick an engine by URL scheme: ``file:///path`` or a bare path -> local disk.
 

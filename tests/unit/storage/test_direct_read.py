@@ -46,6 +46,13 @@ def direct_on():
     readahead.set_direct(previous)
 
 
+@pytest.fixture
+def direct_off():
+    previous = readahead.set_direct(False)
+    yield
+    readahead.set_direct(previous)
+
+
 EDGES = [
     (0, 1), (0, A), (0, A + 1), (1, A - 1), (1, A), (A - 1, 2), (A, A), (A + 7, 3 * A),
     (5 * A - 1, 1), (3 * A + 100, 10 * A),  # the last runs past the end of the file
@@ -113,7 +120,7 @@ def test_a_growing_read_and_threads_each_have_their_buffer(tmp_path):
     assert all(all(r) and r for r in results.values()) and len(results) == 3
 
 
-def test_a_direct_read_leaves_the_page_cache_alone(tmp_path):
+def test_a_direct_read_leaves_the_page_cache_alone(tmp_path, direct_off):
     data = os.urandom(4 << 20)
     path = write(tmp_path / "f", data)
     direct_ok(path)

@@ -75,7 +75,7 @@ class LocalEngine:
     """
 
     def __init__(self, path: str, *, lock: DataDirLock | None = None, write_behind_cache_bytes: int = CACHE_BYTES,
-                 catchup_direct_io: bool = False, preallocate: bool = True, preallocate_window_bytes: int = DEFAULT_WINDOW_BYTES,
+                 catchup_direct_io: bool = True, preallocate: bool = True, preallocate_window_bytes: int = DEFAULT_WINDOW_BYTES,
                  preallocate_budget_bytes: int = DEFAULT_BUDGET_BYTES):
         """Use (creating if needed) the data directory ``path``; empties its trash.
 

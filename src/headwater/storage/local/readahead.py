@@ -282,14 +282,15 @@ def read_chunk(path: str, position: int, length: int) -> bytes | None:
         os.close(fd)
 
 
-direct = False
+direct = True
 """Catch-up reads past the page cache (``[system] catchup_direct_io``; :func:`set_direct`).
 On, a worker reads a chunk that is not all in the page cache with ``O_DIRECT`` into a buffer
 it reuses, then copies it out (:func:`read_direct`), and no ``POSIX_FADV_WILLNEED`` runs ahead
 of the reader: a consumer reading what write-behind dropped takes no new page-cache pages
 (on a VM whose free memory goes back to the host each costs a host fault on first touch, as
 the writer's do: docs/benchmarks.md "Session 14"). Its chunks are then at least
-:data:`DIRECT_CHUNK` bytes. Off: the page cache, as always."""
+:data:`DIRECT_CHUNK` bytes. Off: the page cache, as before session 15 (on by default since:
+docs/benchmarks.md "Session 15")."""
 
 DIRECT_CHUNK = 4 << 20
 """Bytes a worker reads at a time, at least, for a catch-up reader when :data:`direct` is on
