@@ -120,12 +120,19 @@ def test_a_growing_read_and_threads_each_have_their_buffer(tmp_path):
     assert all(all(r) and r for r in results.values()) and len(results) == 3
 
 
-def test_a_direct_read_leaves_the_page_cache_alone(tmp_path, direct_off):
-    data = os.urandom(4 << 20)
+def evicted(tmp_path, size: int) -> tuple[str, bytes]:
+    """A file of ``size`` random bytes, none of them in the page cache (skips where O_DIRECT
+    is refused or the pages cannot be dropped)."""
+    data = os.urandom(size)
     path = write(tmp_path / "f", data)
     direct_ok(path)
     if not readahead.evict(path):
         pytest.skip("this filesystem keeps the pages in memory")
+    return path, data
+
+
+def test_a_direct_read_leaves_the_page_cache_alone(tmp_path, direct_off):
+    path, data = evicted(tmp_path, 4 << 20)
     assert readahead.read_direct(path, 12345, len(data)) == data[12345:]
     assert writebehind.cached_bytes(path) == 0
     assert readahead.read_chunk(path, 0, 1 << 20) == data[: 1 << 20]  # direct off: through the cache
@@ -133,11 +140,7 @@ def test_a_direct_read_leaves_the_page_cache_alone(tmp_path, direct_off):
 
 
 def test_read_chunk_with_direct_on_reads_uncached_bytes_past_the_cache(tmp_path, direct_on):
-    data = os.urandom(3 << 20)
-    path = write(tmp_path / "f", data)
-    direct_ok(path)
-    if not readahead.evict(path):
-        pytest.skip("this filesystem keeps the pages in memory")
+    path, data = evicted(tmp_path, 3 << 20)
     assert readahead.read_chunk(path, 4097, 2 << 20) == data[4097 : 4097 + (2 << 20)]
     assert writebehind.cached_bytes(path) == 0
 
