@@ -4,7 +4,8 @@ written back and dropped from the page cache) reads the whole backlog with the a
 gets every message, in order, and a raw PollMessages of the uncached backlog answers the very bytes
 it answers when the files are in the page cache. The reads went past the page cache: the backlog's
 files are still mostly uncached afterwards (through the page cache, the kernel would have been asked
-to read 32 MiB ahead of the reader, the whole backlog)."""
+to read 32 MiB ahead of the reader, the whole backlog). Polls by timestamp of the uncached backlog
+find the right messages."""
 
 from __future__ import annotations
 
@@ -103,3 +104,27 @@ def test_a_raw_poll_of_the_uncached_backlog_answers_the_bytes_of_a_cached_one(se
             kind, status, body = r.call(100, poll_body("direct", "t", 0, offset, count))
             assert (kind, status) == ("reply", 0)
             assert body == answers[(offset, count)], (offset, count)
+
+
+def test_polls_by_timestamp_of_the_uncached_backlog(server, backlog):
+    async def go() -> None:
+        c = await sdk_client(server)
+
+        async def poll(strategy, count):
+            return await c.poll_messages("direct", "t", partition_id=0, consumer=ig.Consumer.Single("ts"),
+                                         polling_strategy=strategy, count=count, auto_commit=False)
+
+        firsts = {}  # batch -> timestamp of its first message
+        offset = 0
+        while offset < BATCHES * PER_BATCH:
+            got = await poll(ig.PollingStrategy.Offset(offset), 1000)
+            firsts.update((m.offset() // PER_BATCH, m.timestamp()) for m in got if m.offset() % PER_BATCH == 0)
+            offset = got[-1].offset() + 1
+        assert len(firsts) == BATCHES
+        for b in (97, 0, BATCHES - 1, 31):
+            drop_cache(backlog)
+            got = await poll(ig.PollingStrategy.Timestamp(firsts[b]), 150)
+            want = range(b * PER_BATCH, min(b * PER_BATCH + 150, BATCHES * PER_BATCH))
+            assert [(m.offset(), m.payload()) for m in got] == [(i, payload(i)) for i in want]
+
+    asyncio.run(asyncio.wait_for(go(), 120))
