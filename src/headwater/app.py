@@ -361,6 +361,7 @@ def open_broker(config: Config, lock: EngineLock, *, fresh: bool = False) -> Bro
             lock.empty()
         engine = open_engine(config.system.data_dir, lock=lock,
                              write_behind_cache_bytes=config.system.write_behind_cache_bytes,
+                             catchup_direct_io=config.system.catchup_direct_io,
                              preallocate=config.system.preallocate_next_segment,
                              preallocate_window_bytes=config.system.preallocate_window_bytes,
                              preallocate_budget_bytes=config.system.preallocate_budget_bytes)

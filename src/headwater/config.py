@@ -124,7 +124,13 @@ class SystemConfig:
     # cache; older appended data is written back (sync_file_range) and dropped from the cache, so a
     # busy server reuses its cache pages instead of taking new ones. Not a sync: fsync semantics are
     # unchanged. 0 = off (the kernel alone decides). storage/local/writebehind.py says why.
-    write_behind_cache_bytes: int = 2 << 30
+    write_behind_cache_bytes: int = 256 << 20  # 2 GiB until session 15 (docs/benchmarks.md "Session 15")
+    # a consumer reading data not in the page cache (what write-behind dropped) is read by the
+    # worker threads with O_DIRECT into buffers they reuse, not through the page cache, so it
+    # takes no new page-cache pages (storage/local/readahead.py). false = through the page cache
+    # with the kernel reading ahead (POSIX_FADV_WILLNEED). Filesystems refusing O_DIRECT
+    # read through the page cache either way.
+    catchup_direct_io: bool = True
     # make each partition's next segment, and reserve its blocks (fallocate KEEP_SIZE), on a
     # worker thread before the roll, so no append on the event loop waits for ext4's block
     # allocation (storage/local/prealloc.py). false = off (the files are made at the roll).

@@ -40,7 +40,12 @@ def value_of(i: int) -> bytes:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     s = ServerProcess(tmp_path_factory.mktemp("headwater") / "data", free_port(), free_port())
-    s.start(env={"HEADWATER_SYSTEM_WRITE_BEHIND_CACHE_BYTES": str(1 << 20)})
+    # reads through the page cache (catchup_direct_io off): with it on, the workers read 4 MiB and
+    # more at a time and hold them, so after the first read the 6 MB backlog is held whole and
+    # the later lookups (by timestamp) never wait for a worker; test_catchup_direct.py covers
+    # the direct reads, lookups by timestamp included
+    s.start(env={"HEADWATER_SYSTEM_WRITE_BEHIND_CACHE_BYTES": str(1 << 20),
+                 "HEADWATER_SYSTEM_CATCHUP_DIRECT_IO": "false"})
     wait_for_port(s.http_port)
     yield s
     assert s.stop() == 0, s.log()

@@ -379,13 +379,15 @@ def lock_engine(url: str) -> EngineLock:
 
 
 def open_engine(url: str, *, lock: EngineLock | None = None, write_behind_cache_bytes: int | None = None,
-                preallocate: bool = True, preallocate_window_bytes: int | None = None,
+                catchup_direct_io: bool = True, preallocate: bool = True, preallocate_window_bytes: int | None = None,
                 preallocate_budget_bytes: int | None = None) -> StorageEngine:
     """Pick an engine by URL scheme: ``file:///path`` or a bare path -> local disk.
 
     ``write_behind_cache_bytes``: how much recently appended data the local
     engine leaves in the OS page cache before writing back and dropping the
     oldest (``storage.local.writebehind``; 0 = off, None = its default).
+    ``catchup_direct_io``: the local engine's workers read data not in the page cache with
+    ``O_DIRECT`` (``storage.local.readahead``; process-wide, the last engine opened decides).
     ``preallocate``: the local engine makes next segments and reserves their
     blocks on a worker thread (``storage.local.prealloc``; False = off);
     ``preallocate_window_bytes`` reserved ahead of each active segment and in each
@@ -399,7 +401,7 @@ def open_engine(url: str, *, lock: EngineLock | None = None, write_behind_cache_
     if scheme == "file":
         from .local.engine import LocalEngine
 
-        kwargs: dict = {"preallocate": preallocate}
+        kwargs: dict = {"preallocate": preallocate, "catchup_direct_io": catchup_direct_io}
         if write_behind_cache_bytes is not None:
             kwargs["write_behind_cache_bytes"] = write_behind_cache_bytes
         if preallocate_window_bytes is not None:

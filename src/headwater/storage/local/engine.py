@@ -35,7 +35,7 @@ from typing import Iterable, Iterator
 
 from headwater.storage.api import CorruptSegment, SegmentPolicy, StorageError, StorageWriteError
 
-from . import bulk
+from . import bulk, readahead
 from .flusher import Flusher
 from .writebehind import CACHE_BYTES
 from .lock import DataDirLock
@@ -75,7 +75,7 @@ class LocalEngine:
     """
 
     def __init__(self, path: str, *, lock: DataDirLock | None = None, write_behind_cache_bytes: int = CACHE_BYTES,
-                 preallocate: bool = True, preallocate_window_bytes: int = DEFAULT_WINDOW_BYTES,
+                 catchup_direct_io: bool = True, preallocate: bool = True, preallocate_window_bytes: int = DEFAULT_WINDOW_BYTES,
                  preallocate_budget_bytes: int = DEFAULT_BUDGET_BYTES):
         """Use (creating if needed) the data directory ``path``; empties its trash.
 
@@ -83,6 +83,9 @@ class LocalEngine:
         ``path``, e.g. taken before the listeners were bound); the engine owns it
         from then on and releases it in :meth:`close`. ``write_behind_cache_bytes``:
         appended bytes left in the page cache (:mod:`.writebehind`; 0 = off).
+        ``catchup_direct_io``: reads of data not in the page cache by the workers of
+        :mod:`.readahead` use ``O_DIRECT`` (:func:`.readahead.set_direct`: process-wide, the
+        last engine opened decides).
         ``preallocate``: next segments made and their blocks reserved off the loop
         (:mod:`.prealloc`; False = off), ``preallocate_window_bytes`` ahead of each active
         segment and in each spare, ``preallocate_budget_bytes`` for all logs together. Raises
@@ -107,6 +110,7 @@ class LocalEngine:
         except BaseException:
             lock.release()
             raise
+        readahead.set_direct(catchup_direct_io)
         self.flusher = Flusher(write_behind_cache_bytes=write_behind_cache_bytes, preallocate=preallocate,
                                preallocate_window_bytes=preallocate_window_bytes,
                                preallocate_budget_bytes=preallocate_budget_bytes)

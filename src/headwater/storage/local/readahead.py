@@ -24,13 +24,21 @@ The workers never touch the log's objects: they open the file by name, so a segm
 cut meanwhile only makes them read less (or nothing). Chunks read are held up to
 :data:`HELD_BYTES` in all, the least recently used dropped first. Pages read go through the page
 cache as any read's do (no drop: ``POSIX_FADV_DONTNEED`` after each chunk halved the rate in a
-probe, as every call drains the LRU lists on every CPU).
+probe, as every call drains the LRU lists on every CPU), unless :data:`direct` is on: then a
+chunk not all in the page cache is read with ``O_DIRECT`` into the worker's reused buffer and
+copied out (:func:`read_direct`), in chunks of at least :data:`DIRECT_CHUNK`, the kernel asked to
+read nothing ahead, and the loop checks the cache with ``cachestat`` only (no ``RWF_NOWAIT``
+read, whose miss would start the kernel's readahead): a consumer far behind takes no new
+page-cache pages, which on a VM whose free memory goes back to the host cost as much as the
+writer's (docs/benchmarks.md "Session 15").
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import ctypes
+import errno
+import mmap
 import os
 import sys
 import threading
@@ -254,16 +262,104 @@ def pread_exact(fd: int, length: int, position: int) -> bytes:
 
 def read_chunk(path: str, position: int, length: int) -> bytes | None:
     """Worker thread: bytes ``[position, position + length)`` of ``path`` (fewer at its end),
-    read through the page cache (the kernel's readahead keeps the disk busy meanwhile). None
-    when the file cannot be opened or read (gone): the caller's next read decides."""
+    read through the page cache (the kernel's readahead keeps the disk busy meanwhile), or,
+    with :data:`direct` on and the range not all cached, past it (:func:`read_direct`, falling
+    back to the page cache where the filesystem refuses ``O_DIRECT``). None when the file
+    cannot be opened or read (gone): the caller's next read decides."""
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError:
         return None
     try:
+        if direct and not cached(fd, position, length):
+            data = read_direct(path, position, length)
+            if data is not None:
+                return data
         return pread_exact(fd, length, position)
     except OSError:
         return None
+    finally:
+        os.close(fd)
+
+
+direct = True
+"""Catch-up reads past the page cache (``[system] catchup_direct_io``; :func:`set_direct`).
+On, a worker reads a chunk that is not all in the page cache with ``O_DIRECT`` into a buffer
+it reuses, then copies it out (:func:`read_direct`), and no ``POSIX_FADV_WILLNEED`` runs ahead
+of the reader: a consumer reading what write-behind dropped takes no new page-cache pages
+(on a VM whose free memory goes back to the host each costs a host fault on first touch, as
+the writer's do: docs/benchmarks.md "Session 14"). Its chunks are then at least
+:data:`DIRECT_CHUNK` bytes. Off: the page cache, as before session 15 (on by default since:
+docs/benchmarks.md "Session 15")."""
+
+DIRECT_CHUNK = 4 << 20
+"""Bytes a worker reads at a time, at least, for a catch-up reader when :data:`direct` is on
+(no kernel readahead works for it then: each worker read is one disk read)."""
+
+ALIGN = 4096
+"""Offsets, lengths and buffer addresses of ``O_DIRECT`` reads are multiples of this: a page,
+and a multiple of every logical block size up to it (512 and 4096 in practice)."""
+
+_buffers = threading.local()  # each worker thread's reused mmap (page-aligned) for O_DIRECT reads
+
+
+def set_direct(on: bool) -> bool:
+    """Turn :data:`direct` on or off for the whole process (the engine does, from its
+    setting; the last engine opened decides); returns the previous value."""
+    global direct
+    previous, direct = direct, bool(on)
+    return previous
+
+
+def _buffer(size: int) -> mmap.mmap:
+    """This thread's O_DIRECT buffer, at least ``size`` bytes (made anew, in whole
+    :data:`DIRECT_CHUNK` steps, only when a larger read comes): reused, so its pages stay the
+    process's own rather than coming fresh from the kernel for every read."""
+    buf = getattr(_buffers, "buf", None)
+    if buf is None or len(buf) < size:
+        if buf is not None:
+            buf.close()
+        buf = _buffers.buf = mmap.mmap(-1, -(-size // DIRECT_CHUNK) * DIRECT_CHUNK)
+    return buf
+
+
+def read_direct(path: str, position: int, length: int) -> bytes | None:
+    """Bytes ``[position, position + length)`` of ``path`` (fewer at its end) read with
+    ``O_DIRECT``, bypassing the page cache: the blocks around the range (:data:`ALIGN`) into
+    this thread's reused buffer, the range copied out as ``bytes`` (the buffer is read again
+    by the next call; ``bytes`` live as long as a reply holds a view of them). None when the
+    filesystem refuses ``O_DIRECT`` (EINVAL on open or read: tmpfs and the like; read through
+    the page cache then). Other OSErrors propagate. Worker threads (any thread: the buffer is
+    per thread)."""
+    if length <= 0:
+        return b""
+    if not hasattr(os, "O_DIRECT"):
+        return None
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+    except OSError as exc:
+        if exc.errno == errno.EINVAL:
+            return None
+        raise
+    try:
+        start = position - position % ALIGN
+        size = -(-(position + length) // ALIGN) * ALIGN - start
+        view = memoryview(_buffer(size))
+        try:
+            got = 0
+            while got < size:
+                n = os.preadv(fd, [view[got:size]], start + got)
+                got += n
+                if n == 0 or n % ALIGN:  # a short read: the end of the file
+                    break
+            skip = position - start
+            return bytes(view[skip : min(got, skip + length)]) if got > skip else b""
+        finally:
+            view.release()
+    except OSError as exc:
+        if exc.errno == errno.EINVAL:
+            return None
+        raise
     finally:
         os.close(fd)
 

@@ -527,7 +527,8 @@ class Segment:
         bytes ahead of its reader (``POSIX_FADV_WILLNEED``, from a worker), so a consumer
         reading front to back finds its next pages cached and is served without a worker.
         ``missed``: a :func:`.readahead.read_nowait` of the chunk just found bytes missing (no
-        second check)."""
+        second check). With :data:`.readahead.direct` the workers read at least
+        :data:`.readahead.DIRECT_CHUNK` bytes past the page cache and nothing is prefetched."""
         if not missed and readahead.cached(self._fd, position, want):
             self._keep_prefetching(position + want)
             return None
@@ -542,16 +543,24 @@ class Segment:
                 more = memoryview(self._held_data(position, *following))
                 if have + len(more) >= length:
                     return b"".join((data[position - held[1] :], more[: length - have]))
+        if readahead.direct:  # one disk read per worker read: make them large; no kernel readahead
+            want = max(want, min(readahead.DIRECT_CHUNK, self.size - position))
         self.read_frontier = position + want
         future = readahead.start(self.serial, self.log_path, position, want)
-        self._prefetch(position + want)
+        if not readahead.direct:
+            self._prefetch(position + want)
         raise readahead.missing(self.log_path, position, want, future)
 
     def read_cached(self, position: int, want: int) -> memoryview | None:
         """For a ``nowait`` read: the chunk ``[position, position + want)`` read at once when it
         is small and all in the page cache (:func:`.readahead.read_nowait`), else
         ``readahead.MISSED`` or None (then :meth:`ahead` decides). Keeps a catch-up reader's kernel read-ahead going as
-        :meth:`ahead` does."""
+        :meth:`ahead` does. With :data:`.readahead.direct`, always None (:meth:`ahead` checks
+        with ``cachestat``): a ``RWF_NOWAIT`` miss starts the kernel's readahead, and the pages
+        it reads carry the mark that has the next buffered read start more, so a catch-up reader
+        would be back on reads through the page cache."""
+        if readahead.direct:
+            return None
         data = readahead.read_nowait(self._fd, want, position)
         if data:
             self._keep_prefetching(position + want)
@@ -582,6 +591,8 @@ class Segment:
         :data:`.readahead.DEPTH` chunks of ``length`` bytes past ``position`` (where that read
         stopped), each chunk starting where the one before ends, for the next polls."""
         frontier = max(self.read_frontier, position)
+        if readahead.direct:
+            length = max(length, readahead.DIRECT_CHUNK)
         while frontier < self.size and frontier < position + readahead.DEPTH * length:
             step = min(length, self.size - frontier)
             readahead.start(self.serial, self.log_path, frontier, step)

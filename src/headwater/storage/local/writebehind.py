@@ -74,7 +74,7 @@ block bitmaps from the disk when they are not cached; an append into the same fo
 its lock (``__filemap_get_folio``), or, its block now allocated, for ``i_data_sem`` to move the
 on-disk size (``ext4_da_write_end``): the event loop blocked in ``pwrite`` for as long as that
 disk read took (up to hundreds of ms on a shared disk). A sealed segment is handed over whole."""
-CACHE_BYTES = 2 << 30
+CACHE_BYTES = 256 << 20
 """Default ``cache_bytes`` (``[system] write_behind_cache_bytes``)."""
 
 SYNC_FILE_RANGE_WAIT_BEFORE = 1
